@@ -1,0 +1,41 @@
+"""Connecting to a Docker engine, with errors that say what to do."""
+from __future__ import annotations
+
+from ..errors import EngineUnavailable, ImageNotFound
+
+START_HINT = "start one with `make setup` (installs docker.io and starts dockerd) or `dockerd &`"
+
+
+def connect(base_url: str | None = None, timeout: int = 120):
+    """A docker.DockerClient for base_url (unix://, tcp://, ssh://) or $DOCKER_HOST."""
+    import docker
+    from docker.errors import DockerException
+
+    try:
+        client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
+        client.ping()
+    except DockerException as e:
+        where = base_url or "the local engine ($DOCKER_HOST or /var/run/docker.sock)"
+        raise EngineUnavailable(f"no Docker engine answers at {where}: {START_HINT} ({_short(e)})") from None
+    except Exception as e:  # requests/paramiko errors for tcp:// and ssh:// addresses
+        raise EngineUnavailable(f"no Docker engine answers at {base_url}: {_short(e)}") from None
+    return client
+
+
+def require_image(client, image: str) -> None:
+    """Raise ImageNotFound with how to get the image. Never pulls."""
+    import docker.errors
+
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        if image.startswith("runner/"):
+            how = "build it with `runner images build` (or `make images`)"
+        else:
+            how = "load it with `docker load -i FILE` or build it with `docker build`"
+        raise ImageNotFound(f"image {image} is not on this engine: {how}; runner never pulls images") from None
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return text[:200]

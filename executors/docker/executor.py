@@ -1,0 +1,122 @@
+"""The docker backend: each sandbox is an ephemeral, hardened container.
+
+Lifecycles:
+- per-session: `start()` creates one container (kept alive by a sleep loop under docker-init);
+  each exec is a `docker exec` in it; `stop()` removes it.
+- per-call: each exec creates a fresh container whose main process is the command, attached
+  before it starts, and removes it afterwards (like `docker run --rm`).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from ..base import Executor, Process
+from ..errors import SandboxGone
+from ..models import ExecRequest
+from . import labels as L
+from .config import SandboxConfig, create_kwargs
+from .engine import connect, require_image
+from .process import PID_WRAPPER, ContainerProcess, ExecProcess
+
+KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
+
+
+class DockerExecutor(Executor):
+    name = "docker"
+
+    def __init__(self, config: SandboxConfig | None = None, *, base_url: str | None = None, client=None, **fields) -> None:
+        if config is not None and fields:
+            raise TypeError("give a SandboxConfig or its fields, not both")
+        self.config = config or SandboxConfig(**fields)
+        self.config.validate_mounts()
+        self.base_url = base_url
+        self._client = client
+        self.container = None
+        self._lock = threading.Lock()
+
+    @property
+    def client(self):
+        if self._client is None:
+            self._client = connect(self.base_url)
+        return self._client
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lock:
+            require_image(self.client, self.config.image)
+            if self.config.lifecycle == "per-session" and self.container is None:
+                self.container = self._create(KEEPALIVE, role="session")
+                self.container.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            c, self.container = self.container, None
+        if c is not None:
+            try:
+                c.remove(force=True)
+            except Exception:
+                pass
+
+    def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None):
+        cfg = self.config
+        kw, host = create_kwargs(cfg, L.make_labels(cfg.session, cfg.ttl, role=role, extra=cfg.labels))
+        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host))
+        if stdin:
+            kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
+        if workdir:
+            kw["working_dir"] = workdir
+        if env:
+            kw["environment"] = {**kw["environment"], **env}
+        if user:
+            kw["user"] = user
+        created = self.client.api.create_container(**kw)
+        return self.client.containers.get(created["Id"])
+
+    def is_alive(self) -> bool:
+        if self.container is None:
+            return False
+        try:
+            self.container.reload()
+        except Exception:
+            return False
+        return self.container.status == "running"
+
+    # -- commands -----------------------------------------------------------------------
+    def spawn(self, req: ExecRequest) -> Process:
+        if self.config.lifecycle == "per-call":
+            return self._spawn_container(req)
+        if self.container is None:
+            self.start()
+        return self._spawn_exec(req)
+
+    def _spawn_exec(self, req: ExecRequest) -> ExecProcess:
+        import docker.errors
+
+        user = req.user or self.config.user
+        started = time.time()
+        try:
+            ex = self.client.api.exec_create(
+                self.container.id, PID_WRAPPER + req.argv, stdin=True, stdout=True, stderr=True,
+                environment={**self.config.env, **req.env} or None, workdir=req.cwd or self.config.workdir,
+                user=user,
+            )
+            sock = self.client.api.exec_start(ex["Id"], socket=True)
+        except docker.errors.NotFound:
+            raise SandboxGone(f"sandbox container {self.container.short_id} is gone; start a new session") from None
+        except docker.errors.APIError as e:
+            if "is not running" in str(e):
+                raise SandboxGone(f"sandbox container {self.container.short_id} is not running: {e.explanation}") from None
+            raise
+        return ExecProcess(self.client, self.container.id, ex["Id"], sock, user, started)
+
+    def _spawn_container(self, req: ExecRequest) -> ContainerProcess:
+        started = time.time()
+        c = self._create(req.argv, role="call", stdin=True, workdir=req.cwd, env=req.env, user=req.user)
+        try:
+            sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            c.start()
+        except BaseException:
+            c.remove(force=True)
+            raise
+        return ContainerProcess(c, sock, started)

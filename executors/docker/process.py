@@ -1,0 +1,224 @@
+"""Processes in Docker: a command run by `docker exec`, or a container's own main process.
+
+Both speak over a hijacked HTTP connection carrying Docker's multiplexed stream: frames of an
+8-byte header (stream id, 3 zero bytes, big-endian length) and a payload.
+"""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+from ..base import _EOF, Process
+
+STREAMS = {1: "stdout", 2: "stderr"}
+# A POSIX-sh wrapper that reports its pid (a new session leader under `docker exec`, so also
+# the process group id) on stderr before it becomes the command: a timeout can then kill the
+# whole group from inside the container. Works in any image with /bin/sh (busybox too).
+PID_WRAPPER = ["/bin/sh", "-c", 'echo "$$" >&2; exec "$@"', "runner-exec"]
+
+
+# Kill every process of the session the wrapper leads, found through /proc: portable to dash
+# and busybox (dash's kill takes no negative pids), and it also catches children that moved to
+# another process group but stayed in the session. Repeats while forks race the kill.
+KILL_SESSION = r"""
+sid=$1
+for round in 1 2 3 4 5 6 7 8; do
+  found=
+  for f in /proc/[0-9]*/stat; do
+    read -r line 2>/dev/null < "$f" || continue
+    set -- ${line##*) }
+    if [ "$4" = "$sid" ]; then p=${f#/proc/}; kill -9 "${p%/stat}" 2>/dev/null && found=1; fi
+  done
+  [ -z "$found" ] && exit 0
+done
+"""
+
+
+def _raw(sock):
+    """The real socket behind docker-py's SocketIO wrapper."""
+    return getattr(sock, "_sock", sock)
+
+
+class _Mux:
+    """Reads Docker's multiplexed frames from a socket."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self, n: int) -> bool:
+        while len(self.buf) < n:
+            try:
+                data = self.sock.recv(max(65536, n - len(self.buf)))
+            except OSError:
+                return False
+            if not data:
+                return False
+            self.buf += data
+        return True
+
+    def frame(self) -> tuple[str, bytes] | None:
+        if not self._fill(8):
+            return None
+        kind, size = struct.unpack(">BxxxL", self.buf[:8])
+        if not self._fill(8 + size):
+            return None
+        payload = bytes(self.buf[8 : 8 + size])
+        del self.buf[: 8 + size]
+        return STREAMS.get(kind, "stdout"), payload
+
+
+class DockerStreamProcess(Process):
+    """Common part: demultiplex the socket in one thread; stdin goes to the same socket."""
+
+    def __init__(self, sock, strip_pid_line: bool = False) -> None:
+        super().__init__()
+        self.sock = _raw(sock)
+        self.pid: int | None = None
+        self._pid_known = threading.Event()
+        if not strip_pid_line:
+            self._pid_known.set()
+        self._pending_stderr = bytearray() if strip_pid_line else None
+        self._closed = False
+        threading.Thread(target=self._demux, name="runner-docker-demux", daemon=True).start()
+
+    def _demux(self) -> None:
+        mux = _Mux(self.sock)
+        try:
+            while (item := mux.frame()) is not None:
+                stream, data = item
+                if stream == "stderr" and self._pending_stderr is not None:
+                    self._pending_stderr += data
+                    if b"\n" not in self._pending_stderr:
+                        continue
+                    line, _, rest = bytes(self._pending_stderr).partition(b"\n")
+                    self._pending_stderr = None
+                    try:
+                        self.pid = int(line)
+                    except ValueError:
+                        rest = line + b"\n" + rest  # not our line: the wrapper did not run
+                    self._pid_known.set()
+                    if not rest:
+                        continue
+                    data = rest
+                self._q.put((stream, data))
+        finally:
+            if self._pending_stderr:
+                self._q.put(("stderr", bytes(self._pending_stderr)))
+            self._pid_known.set()
+            self._q.put(_EOF)
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def close_stdin(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+
+class ExecProcess(DockerStreamProcess):
+    """A command started with `docker exec` in a running sandbox container."""
+
+    def __init__(self, client, container_id: str, exec_id: str, sock, user: str | None, started: float) -> None:
+        self.client = client
+        self.container_id = container_id
+        self.exec_id = exec_id
+        self.user = user
+        self.started = started
+        self._code: int | None = None
+        super().__init__(sock, strip_pid_line=True)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self._code is not None:
+            return self._code
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            info = self.client.api.exec_inspect(self.exec_id)
+            if not info.get("Running"):
+                self._code = info.get("ExitCode")
+                return self._code
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def kill(self) -> None:
+        self._pid_known.wait(timeout=2)
+        if self.pid is None:
+            return
+        try:
+            ex = self.client.api.exec_create(self.container_id, ["/bin/sh", "-c", KILL_SESSION, "kill", str(self.pid)],
+                                             user=self.user or "")
+            self.client.api.exec_start(ex["Id"])
+        except Exception:  # the container is gone: so is the process
+            pass
+
+    def oom_killed(self) -> bool:
+        return _oom_event(self.client, self.container_id, self.started)
+
+
+class ContainerProcess(DockerStreamProcess):
+    """A container whose main process is the command (`docker run --rm` style); removed on close."""
+
+    def __init__(self, container, sock, started: float) -> None:
+        self.container = container
+        self.started = started
+        self._code: int | None = None
+        super().__init__(sock)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        if self._code is not None:
+            return self._code
+        try:
+            res = self.container.wait(timeout=timeout if timeout is not None else None)
+        except Exception as e:  # requests' ReadTimeout / ConnectionError
+            if "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower():
+                return None
+            raise
+        self._code = res.get("StatusCode")
+        return self._code
+
+    def kill(self) -> None:
+        try:
+            self.container.kill()
+        except Exception:
+            pass
+
+    def oom_killed(self) -> bool:
+        try:
+            self.container.reload()
+            if self.container.attrs["State"].get("OOMKilled"):
+                return True
+        except Exception:
+            pass
+        return _oom_event(self.container.client, self.container.id, self.started)
+
+    def close(self) -> None:
+        super().close()
+        try:
+            self.container.remove(force=True)
+        except Exception:
+            pass
+
+
+def _oom_event(client, container_id: str, since: float) -> bool:
+    """Did the engine report an OOM kill in this container since `since` (wall clock)?"""
+    try:
+        events = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
+                               filters={"container": container_id, "event": "oom"})
+        return any(True for _ in events)
+    except Exception:
+        return False

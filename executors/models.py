@@ -1,0 +1,85 @@
+"""Pydantic models at the executor edge: limits, requests and results."""
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """'512m' -> 536870912. Accepts b, k, m, g, t (binary units), with optional 'b'/'ib'."""
+    if isinstance(text, int):
+        if text <= 0:
+            raise ValueError(f"size must be positive, got {text}")
+        return text
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"bad size {text!r}: use a number with an optional unit, like 512m or 2g")
+    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if value <= 0:
+        raise ValueError(f"size must be positive, got {text!r}")
+    return value
+
+
+class Limits(BaseModel):
+    """Resource limits of a sandbox. None means the backend's default (see DEFAULT_LIMITS)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory: int | None = Field(default=None, description="bytes; memory+swap are set equal")
+    cpus: float | None = Field(default=None, gt=0, description="CPU share, 1.0 = one core")
+    pids: int | None = Field(default=None, gt=0, description="largest number of processes")
+    tmpfs: int | None = Field(default=None, description="size of the /tmp tmpfs in bytes")
+
+    @field_validator("memory", "tmpfs", mode="before")
+    @classmethod
+    def _size(cls, v):
+        return None if v is None else parse_size(v)
+
+
+DEFAULT_LIMITS = Limits(memory=512 * 1024**2, cpus=1.0, pids=256, tmpfs=64 * 1024**2)
+
+
+class ExecRequest(BaseModel):
+    """One command to run: an argv, never a shell string (wrap it in sh -c yourself)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[str] = Field(min_length=1)
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    stdin: bytes | None = None
+    timeout: float | None = Field(default=None, gt=0, description="seconds; None = no limit")
+    user: str | None = None
+
+    @field_validator("argv")
+    @classmethod
+    def _no_nul(cls, v: list[str]) -> list[str]:
+        for a in v:
+            if "\x00" in a:
+                raise ValueError("argv must not contain NUL bytes")
+        if not v[0]:
+            raise ValueError("argv[0] must not be empty")
+        return v
+
+
+TIMEOUT_EXIT = 124
+OOM_EXIT = 137
+
+
+class ExecResult(BaseModel):
+    """What a command did. stdout/stderr are empty when the output was streamed to a callback."""
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    oom_killed: bool = False
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
