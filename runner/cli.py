@@ -1,0 +1,142 @@
+"""The `runner` command line. Heavy modules are imported inside commands, so --help is instant."""
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(
+    name="runner", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Run AI agents' tools, and any command, inside ephemeral hardened containers.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+images_app = typer.Typer(no_args_is_help=True, help="Build and list the sandbox images (built offline).")
+app.add_typer(images_app, name="images")
+
+
+def fail(message: str, code: int = 1) -> "typer.Exit":
+    typer.echo(f"runner: {message}", err=True)
+    return typer.Exit(code)
+
+
+def guarded(fn, *args, **kw):
+    """Call fn; turn every expected error into one line on stderr and an exit code."""
+    from executors.errors import ExecutorError, InvalidConfig
+
+    from .errors import RunnerError, UsageError
+
+    try:
+        return fn(*args, **kw)
+    except UsageError as e:
+        raise fail(str(e), 2) from None
+    except InvalidConfig as e:
+        raise fail(str(e), 2) from None
+    except (ExecutorError, RunnerError) as e:
+        raise fail(str(e), getattr(e, "exit_code", 1)) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    except Exception as e:  # a docker API error or a bug: still one line, never a traceback
+        import docker.errors
+
+        if isinstance(e, docker.errors.APIError):
+            raise fail(f"the Docker engine refused: {e.explanation or e}") from None
+        raise fail(f"{type(e).__name__}: {e}") from None
+
+
+@app.command("exec", context_settings={"allow_interspersed_args": False})
+def exec_(
+    cmd: List[str] = typer.Argument(None, help="the command and its arguments, after --"),
+    image: str = typer.Option("runner/base", "--image", "-i", help="image to run (never pulled)"),
+    timeout: Optional[float] = typer.Option(None, help="seconds; then the whole process tree is killed (exit 124)"),
+    memory: Optional[str] = typer.Option(None, help="memory limit, memory+swap equal (default 512m)"),
+    cpus: Optional[float] = typer.Option(None, help="CPU share (default 1)"),
+    pids: Optional[int] = typer.Option(None, help="largest number of processes (default 256)"),
+    network: str = typer.Option("none", help="none (default) or bridge"),
+    mount: List[str] = typer.Option([], "--mount", "-v", help="SRC:DST[:ro], repeatable"),
+    env: List[str] = typer.Option([], "--env", "-e", help="K=V, or K to copy it from here; repeatable"),
+    workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="working directory in the container"),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help="user in the container (default 1000:1000)"),
+    runtime: Optional[str] = typer.Option(None, help="OCI runtime, e.g. runsc for gVisor"),
+    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address: unix://, tcp:// or ssh://user@host"),
+    force_unsafe_mounts: bool = typer.Option(False, "--force-unsafe-mounts", help="allow mounting / or the Docker socket"),
+):
+    """Run CMD in a fresh hardened container, removed afterwards. The exit status is CMD's."""
+    from .exec_cmd import ExecOptions, run
+
+    opts = ExecOptions(cmd=list(cmd or []), image=image, timeout=timeout, memory=memory, cpus=cpus, pids=pids,
+                       network=network, mounts=mount, env=env, workdir=workdir, user=user, runtime=runtime,
+                       host=host, force_unsafe_mounts=force_unsafe_mounts)
+    raise typer.Exit(guarded(run, opts))
+
+
+@images_app.command("build")
+def images_build(
+    name: Optional[str] = typer.Argument(None, help="one image (base, runner/base); default: all"),
+    force: bool = typer.Option(False, help="rebuild even if present and current"),
+    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address"),
+):
+    """Build the images that are missing or whose recipe changed; do nothing otherwise."""
+    from executors.docker.engine import connect
+
+    from . import images
+
+    def go():
+        try:
+            images.resolve(name) if name else None
+        except KeyError as e:
+            from .errors import UsageError
+
+            raise UsageError(e.args[0]) from None
+        return images.build(connect(host), name, force=force)
+
+    guarded(go)
+
+
+@images_app.command("list")
+def images_list(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address")):
+    """Show runner's images and whether they are built and current."""
+    from executors.docker.engine import connect
+
+    from . import images
+
+    rows = guarded(lambda: images.listing(connect(host)))
+    typer.echo(f"{'IMAGE':28} {'STATE':8} {'ID':14} {'SIZE':>7}  DESCRIPTION")
+    for r in rows:
+        size = f"{r['size_mb']}MB" if r["size_mb"] else "-"
+        typer.echo(f"{r['name']:28} {r['state']:8} {r['id'] or '-':14} {size:>7}  {r['description']}")
+
+
+@app.command()
+def gc(
+    dry_run: bool = typer.Option(False, "--dry-run", help="only say what would be removed"),
+    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address"),
+):
+    """Remove runner's containers whose owner is gone or whose expiry has passed."""
+    from .maintenance import gc as do_gc
+
+    removed = guarded(do_gc, host, dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for cid, name, reason in removed:
+        typer.echo(f"{verb} {cid} ({name}): {reason}")
+    typer.echo(f"{verb} {len(removed)} container(s)")
+
+
+@app.command()
+def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address")):
+    """Check the engine, images and runtimes, and say what to fix."""
+    from .maintenance import doctor as do_doctor
+
+    ok = True
+    for status, what, detail in guarded(do_doctor, host):
+        ok &= status != "FAIL"
+        typer.echo(f"[{status:4}] {what}: {detail}")
+    raise typer.Exit(0 if ok else 1)
+
+
+def main() -> None:
+    app(prog_name="runner")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""`runner gc` and `runner doctor`."""
+from __future__ import annotations
+
+import shutil
+
+from executors.docker import labels as L
+from executors.docker.engine import connect
+
+
+def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
+    """Remove orphaned runner containers; return (short id, name, reason) of each."""
+    client = connect(host)
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}):
+        reason = L.orphan_reason(c.labels)
+        if reason is None:
+            continue
+        if not dry_run:
+            try:
+                c.remove(force=True)
+            except Exception as e:  # removed meanwhile by its owner
+                if "No such container" not in str(e):
+                    raise
+        removed.append((c.short_id, c.name, reason))
+    return removed
+
+
+def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
+    """(OK|WARN|FAIL, what, detail) rows."""
+    from executors.errors import EngineUnavailable
+
+    from . import images
+
+    rows: list[tuple[str, str, str]] = []
+    try:
+        client = connect(host)
+    except EngineUnavailable as e:
+        return [("FAIL", "engine", str(e))]
+    info = client.info()
+    rows.append(("OK", "engine", f"Docker {info.get('ServerVersion')} ({info.get('Driver')}, cgroup v{info.get('CgroupVersion', '?')})"))
+    sec = " ".join(info.get("SecurityOptions") or [])
+    rows.append(("OK" if "seccomp" in sec else "FAIL", "seccomp",
+                 "default profile available" if "seccomp" in sec else "the engine has no seccomp: rebuild it with seccomp support"))
+    runtimes = sorted((info.get("Runtimes") or {}).keys())
+    rows.append(("OK", "runtimes", ", ".join(runtimes)))
+    if "runsc" not in runtimes:
+        rows.append(("WARN", "gVisor", "runsc is not configured: apt-get install runsc, then add it to "
+                     "/etc/docker/daemon.json runtimes with --platform=ptrace --network=none and restart dockerd"))
+    rows.append(("OK" if info.get("InitBinary") or shutil.which("docker-init") else "WARN", "init",
+                 info.get("InitBinary") or "no docker-init: --init will fail (apt-get install tini)"))
+    for r in images.listing(client):
+        if r["state"] == "ok":
+            rows.append(("OK", f"image {r['name']}", f"{r['id']} {r['size_mb']}MB"))
+        else:
+            rows.append(("FAIL", f"image {r['name']}", f"{r['state']}: run `runner images build`"))
+    stale = [c for c in client.containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}) if L.orphan_reason(c.labels)]
+    rows.append(("WARN" if stale else "OK", "orphans", f"{len(stale)} orphaned container(s)" + (": run `runner gc`" if stale else "")))
+    if not shutil.which("debootstrap"):
+        rows.append(("WARN", "debootstrap", "missing: needed only to build images (apt-get install debootstrap)"))
+    return rows

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# One-command set-up for a fresh Debian machine (as root), idempotent: a second run takes seconds.
+#   - .venv/ with runner installed (editable) and its test dependencies
+#   - the Debian packages runner and its tests use (docker.io, debootstrap, busybox-static, ...)
+#   - a Docker engine: used as it is when `docker info` answers, else dockerd is started
+#   - the sandbox images, built offline (runner images build)
+# Usage: scripts/setup.sh [--no-images]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf 'setup: %s\n' "$*" >&2; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
+PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps)
+
+# 1. Debian packages ------------------------------------------------------------------------
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    die "missing packages: ${missing[*]}. This set-up installs them only as root on Debian; install them by hand (for example: sudo apt-get install ${missing[*]}) and run it again."
+  fi
+  say "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
+
+# 2. Python environment -----------------------------------------------------------------------
+python=${PYTHON:-python3}
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "runner needs Python 3.11 or newer ($python is $("$python" -V 2>&1))"
+stamp=.venv/.runner-installed
+if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  say "creating .venv and installing runner with its test dependencies"
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  .venv/bin/pip install -q -e '.[test]' >&2
+  touch "$stamp"
+fi
+
+# 3. Docker engine -----------------------------------------------------------------------------
+if docker info >/dev/null 2>&1; then
+  say "Docker engine answers: using it"
+else
+  [ "$(id -u)" = 0 ] || die "no Docker engine answers and starting one needs root: start dockerd (or Docker Desktop) yourself"
+  command -v dockerd >/dev/null || die "dockerd is missing: apt-get install docker.io"
+  say "starting dockerd in the background; its log is $DOCKERD_LOG"
+  # A pid file left by a dockerd that died with the last session would stop a new one.
+  if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then rm -f /var/run/docker.pid; fi
+  if ! pgrep -x containerd >/dev/null && [ -S /run/containerd/containerd.sock ]; then rm -f /run/containerd/containerd.sock; fi
+  nohup setsid dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
+  for _ in $(seq 1 120); do
+    docker info >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s; see $DOCKERD_LOG"
+  say "dockerd is up"
+fi
+
+# 4. Images ------------------------------------------------------------------------------------
+if [ "${1:-}" != "--no-images" ]; then
+  .venv/bin/runner images build
+fi
