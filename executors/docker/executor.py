@@ -8,6 +8,7 @@ Lifecycles:
 """
 from __future__ import annotations
 
+import posixpath
 import threading
 import time
 
@@ -83,6 +84,12 @@ class DockerExecutor(Executor):
         return self.container.status == "running"
 
     # -- commands -----------------------------------------------------------------------
+    def _cwd(self, cwd: str | None) -> str | None:
+        """Relative working directories are resolved against the sandbox's workdir."""
+        if not cwd or cwd.startswith("/"):
+            return cwd
+        return posixpath.join(self.config.workdir or "/", cwd)
+
     def spawn(self, req: ExecRequest) -> Process:
         if self.config.lifecycle == "per-call":
             return self._spawn_container(req)
@@ -98,7 +105,7 @@ class DockerExecutor(Executor):
         try:
             ex = self.client.api.exec_create(
                 self.container.id, PID_WRAPPER + req.argv, stdin=True, stdout=True, stderr=True,
-                environment={**self.config.env, **req.env} or None, workdir=req.cwd or self.config.workdir,
+                environment={**self.config.env, **req.env} or None, workdir=self._cwd(req.cwd) or self.config.workdir,
                 user=user,
             )
             sock = self.client.api.exec_start(ex["Id"], socket=True)
@@ -112,7 +119,7 @@ class DockerExecutor(Executor):
 
     def _spawn_container(self, req: ExecRequest) -> ContainerProcess:
         started = time.time()
-        c = self._create(req.argv, role="call", stdin=True, workdir=req.cwd, env=req.env, user=req.user)
+        c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user)
         try:
             sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             c.start()

@@ -1,0 +1,12 @@
+import pytest
+
+from .backends import BACKENDS
+
+
+@pytest.fixture(params=list(BACKENDS))
+def sandbox(request, tmp_path):
+    """(executor, workspace-in-sandbox) for every backend in turn."""
+    if request.param != "local":
+        request.getfixturevalue("no_leaks")
+    with BACKENDS[request.param](tmp_path) as pair:
+        yield pair

@@ -1,0 +1,50 @@
+"""Shared fixtures: the real Docker engine, and a check that no test leaves a container behind."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TEST_LABEL = "runner.test"
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    """The real engine. No engine is an error, not a skip: CI always starts one (make test)."""
+    from executors.docker.engine import connect
+
+    return connect()
+
+
+def _ours(client) -> set[str]:
+    return {c.id for c in client.containers.list(all=True, filters={"label": "runner.managed=true"})}
+
+
+@pytest.fixture
+def no_leaks(docker_client):
+    """Fail a test that leaves a runner container behind (and remove what it left)."""
+    before = _ours(docker_client)
+    yield
+    left = _ours(docker_client) - before
+    for cid in left:
+        try:
+            docker_client.containers.get(cid).remove(force=True)
+        except Exception:
+            pass
+    assert not left, f"test left {len(left)} runner container(s) behind"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _final_sweep():
+    """After the whole suite: no container of this test process may remain."""
+    yield
+    if os.environ.get("RUNNER_TEST_NO_DOCKER"):
+        return
+    try:
+        from executors.docker.engine import connect
+
+        client = connect()
+    except Exception:
+        return
+    for c in client.containers.list(all=True, filters={"label": f"runner.owner.pid={os.getpid()}"}):
+        c.remove(force=True)
