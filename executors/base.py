@@ -154,10 +154,11 @@ class Executor(ABC):
         proc = self.spawn(req)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
         sink = on_output or (lambda stream, data: out[stream].append(data))
-        feeder = _feed_stdin(proc, req.stdin, stdin)
         deadline = None if req.timeout is None else started + req.timeout
         timed_out = False
-        try:
+        feeder = None
+        try:  # from here on, any exit (Ctrl-C included) kills the command and releases it
+            feeder = _feed_stdin(proc, req.stdin, stdin)
             kill_deadline = None
             while True:
                 now = time.monotonic()

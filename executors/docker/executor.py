@@ -8,6 +8,7 @@ Lifecycles:
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import threading
 import time
@@ -51,11 +52,20 @@ class DockerExecutor(Executor):
                 self.container.start()
 
     def stop(self) -> None:
+        """Remove the session container, and any per-call container of this session that an
+        interrupt caught between its creation and its hand-over (belt and braces)."""
         with self._lock:
             c, self.container = self.container, None
         if c is not None:
             try:
                 c.remove(force=True)
+            except Exception:
+                pass
+        if self.config.lifecycle == "per-call" and self._client is not None:
+            mine = [f"{L.SESSION}={self.config.session}", f"{L.OWNER_PID}={os.getpid()}"]
+            try:
+                for left in self._client.containers.list(all=True, filters={"label": mine}):
+                    left.remove(force=True)
             except Exception:
                 pass
 
@@ -123,7 +133,7 @@ class DockerExecutor(Executor):
         try:
             sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             c.start()
+            return ContainerProcess(c, sock, started)
         except BaseException:
             c.remove(force=True)
             raise
-        return ContainerProcess(c, sock, started)

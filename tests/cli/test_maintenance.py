@@ -1,0 +1,64 @@
+"""`runner gc`, `runner doctor`, `runner images`, and start-up without heavy imports."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from executors.docker import DockerExecutor
+from executors.docker import labels as L
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen(["true"])
+    p.wait()
+    return p.pid
+
+
+def test_gc_removes_orphans_and_spares_live_sandboxes(run_cli, docker_client):
+    dead = DockerExecutor(labels={L.OWNER_PID: str(_dead_pid()), "runner.test": "gc"})
+    expired = DockerExecutor(labels={L.EXPIRES: f"{time.time() - 5:.3f}", "runner.test": "gc"})
+    alive = DockerExecutor(labels={"runner.test": "gc"})
+    for ex in (dead, expired, alive):
+        ex.start()
+    try:
+        p = run_cli("gc")
+        out = p.stdout.decode()
+        assert p.returncode == 0, p.stderr
+        assert dead.container.short_id in out and "is gone" in out
+        assert expired.container.short_id in out and "expired" in out
+        assert alive.container.short_id not in out
+        assert alive.is_alive() and not dead.is_alive() and not expired.is_alive()
+    finally:
+        for ex in (dead, expired, alive):
+            ex.stop()
+
+
+def test_doctor_reports_engine_and_images(run_cli):
+    p = run_cli("doctor")
+    out = p.stdout.decode()
+    assert p.returncode == 0, out
+    assert "[OK  ] engine: Docker" in out and "[OK  ] image runner/base:latest" in out and "seccomp" in out
+
+
+def test_doctor_without_engine_fails_with_a_fix(run_cli, tmp_path):
+    p = run_cli("doctor", env={"DOCKER_HOST": f"unix://{tmp_path}/x.sock"})
+    assert p.returncode == 1 and "[FAIL] engine" in p.stdout.decode() and "dockerd" in p.stdout.decode()
+
+
+def test_images_build_does_nothing_when_current_and_list_shows_them(run_cli):
+    p = run_cli("images", "build")
+    assert p.returncode == 0 and "building" not in p.stderr.decode() and "up to date" in p.stderr.decode()
+    p = run_cli("images", "list")
+    assert "runner/base:latest" in p.stdout.decode() and " ok " in p.stdout.decode()
+    p = run_cli("images", "build", "nonsense")
+    assert p.returncode == 2 and "no recipe" in p.stderr.decode()
+
+
+def test_help_imports_no_heavy_module():
+    code = "import sys, runner.cli; sys.argv=['runner','--help']\ntry:\n runner.cli.main()\nexcept SystemExit: pass\n" \
+           "print(sorted(m for m in ('docker', 'pydantic', 'paramiko', 'executors.docker') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
