@@ -6,9 +6,37 @@ from ..errors import EngineUnavailable, ImageNotFound
 START_HINT = "start one with `make setup` (installs docker.io and starts dockerd) or `dockerd &`"
 
 
+def import_docker(ssh: bool = False):
+    """Import the Docker SDK without paramiko unless an ssh:// engine needs it.
+
+    docker-py imports its SSH transport (and so paramiko, ~130 ms) eagerly but tolerates an
+    ImportError there; `runner exec` against a local engine should not pay for it. When an
+    ssh:// address comes later in the same process, the transport is loaded then.
+    """
+    import sys
+
+    if "docker" not in sys.modules and not ssh and "paramiko" not in sys.modules:
+        sys.modules["paramiko"] = None  # makes `import paramiko` raise ImportError
+        try:
+            import docker  # noqa: F401
+        finally:
+            del sys.modules["paramiko"]
+    import docker
+    import docker.api.client
+
+    if ssh and not hasattr(docker.api.client, "SSHHTTPAdapter"):
+        from docker.transport.sshconn import SSHHTTPAdapter
+
+        docker.api.client.SSHHTTPAdapter = SSHHTTPAdapter
+    return docker
+
+
 def connect(base_url: str | None = None, timeout: int = 120):
     """A docker.DockerClient for base_url (unix://, tcp://, ssh://) or $DOCKER_HOST."""
-    import docker
+    import os
+
+    url = base_url or os.environ.get("DOCKER_HOST", "")
+    docker = import_docker(ssh=url.startswith("ssh://"))
     from docker.errors import DockerException
 
     try:
