@@ -1,0 +1,380 @@
+"""Load a Policy from YAML: by preset name (`policies/NAME.yaml`) or by file path.
+
+Every problem is reported as `FILE:LINE: dotted.path: message`, found through the YAML node
+tree (yaml.compose keeps each node's line), e.g.
+
+    policies/x.yaml:12: limits.memroy: unknown key (did you mean memory?)
+
+A file may start from another with `extends: NAME|PATH` (a path is relative to the file);
+mappings merge key by key, lists and scalars are replaced.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .model import Policy
+
+ENV_POLICY_DIR = "RUNNER_POLICY_DIR"
+BUILTIN_DIR = Path(__file__).resolve().parents[2] / "policies"
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str | None
+    line: int | None
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}: " if self.file and self.line else (f"{self.file}: " if self.file else "")
+        return f"{where}{self.path}: {self.message}" if self.path else f"{where}{self.message}"
+
+
+class PolicyError(Exception):
+    """A policy that cannot be used; `problems` lists each one, str() is one per line."""
+
+    def __init__(self, problems: list[Problem] | str) -> None:
+        if isinstance(problems, str):
+            problems = [Problem(None, None, "", problems)]
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+# -- where policies live -------------------------------------------------------------------
+def policy_dirs(environ: dict[str, str] | None = None) -> list[Path]:
+    """Directories searched for presets: RUNNER_POLICY_DIR (colon-separated) first, then the
+    repository's policies/."""
+    env = os.environ if environ is None else environ
+    dirs = [Path(p).expanduser() for p in env.get(ENV_POLICY_DIR, "").split(":") if p.strip()]
+    return dirs + [BUILTIN_DIR]
+
+
+def preset_names(environ: dict[str, str] | None = None) -> list[str]:
+    names: set[str] = set()
+    for d in policy_dirs(environ):
+        if d.is_dir():
+            names.update(p.stem for p in d.glob("*.yaml"))
+    return sorted(names)
+
+
+def _looks_like_path(s: str) -> bool:
+    return "/" in s or os.sep in s or s.endswith((".yaml", ".yml")) or s.startswith(".")
+
+
+def find_policy(name_or_path: str, environ: dict[str, str] | None = None, relative_to: Path | None = None) -> Path:
+    """The file a name or path stands for. A name is looked up among the presets."""
+    if _looks_like_path(name_or_path):
+        p = Path(name_or_path).expanduser()
+        if relative_to is not None and not p.is_absolute():
+            p = relative_to / p
+        if not p.is_file():
+            raise PolicyError(f"policy file {name_or_path} does not exist")
+        return p
+    if not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", name_or_path):
+        raise PolicyError(f"bad policy name {name_or_path!r}")
+    for d in policy_dirs(environ):
+        p = d / f"{name_or_path}.yaml"
+        if p.is_file():
+            return p
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    names = preset_names(environ)
+    hint = difflib.get_close_matches(name_or_path, names, n=1)
+    raise PolicyError(f"unknown policy {name_or_path!r}" + (f" (did you mean {hint[0]}?)" if hint else "")
+                      + f"; presets: {', '.join(names) or '(none)'}; or give a file path")
+
+
+# -- loading -------------------------------------------------------------------------------
+@dataclass
+class _Layer:
+    file: str
+    root: yaml.Node | None
+    data: dict
+
+
+def load(name_or_path: str, environ: dict[str, str] | None = None) -> Policy:
+    """A Policy from a preset name or a YAML file. Raises PolicyError."""
+    path = find_policy(name_or_path, environ)
+    layers = _read_chain(path, environ, [])
+    return _validate(layers)
+
+
+def load_text(text: str, filename: str = "<policy>", environ: dict[str, str] | None = None) -> Policy:
+    """A Policy from YAML text (`extends` paths are relative to the current directory)."""
+    layer = _parse(text, filename)
+    layers = [layer]
+    if layer.data.get("extends"):
+        layers += _read_chain(find_policy(str(layer.data["extends"]), environ, Path.cwd()), environ, [])
+    return _validate(layers)
+
+
+def _display(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+        return rel if not rel.startswith("../..") else str(path)
+    except ValueError:
+        return str(path)
+
+
+def _read_chain(path: Path, environ, seen: list[Path]) -> list[_Layer]:
+    real = path.resolve()
+    if real in seen:
+        chain = " -> ".join(_display(p) for p in seen + [real])
+        raise PolicyError(f"extends makes a loop: {chain}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise PolicyError(f"{_display(path)}: cannot read: {e}") from None
+    layer = _parse(text, _display(path))
+    layers = [layer]
+    base = layer.data.get("extends")
+    if base is not None:
+        if not isinstance(base, str):
+            raise PolicyError([Problem(layer.file, _line_of(layer.root, ("extends",)), "extends",
+                                       "must be a preset name or a file path")])
+        layers += _read_chain(find_policy(base, environ, path.parent), environ, seen + [real])
+    return layers
+
+
+def _parse(text: str, filename: str) -> _Layer:
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        msg = " ".join(x for x in (e.context, e.problem) if x) or "invalid YAML"
+        raise PolicyError([Problem(filename, mark.line + 1 if mark else None, "", f"invalid YAML: {msg}")]) from None
+    except yaml.YAMLError as e:
+        raise PolicyError([Problem(filename, None, "", f"invalid YAML: {e}")]) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError([Problem(filename, root.start_mark.line + 1, "",
+                                   f"a policy is a mapping of settings, not a {type(data).__name__}")])
+    dups = _duplicates(root, filename, ())
+    if dups:
+        raise PolicyError(dups)
+    return _Layer(filename, root, data)
+
+
+def _duplicates(node, filename: str, path: tuple) -> list[Problem]:
+    out: list[Problem] = []
+    if isinstance(node, yaml.MappingNode):
+        first: dict[str, int] = {}
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else None
+            if key is not None and key != "<<":
+                if key in first:
+                    out.append(Problem(filename, k.start_mark.line + 1, _dotted(path + (key,)),
+                                       f"duplicate key (first set on line {first[key]})"))
+                else:
+                    first[key] = k.start_mark.line + 1
+            out += _duplicates(v, filename, path + ((key if key is not None else "?"),))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out += _duplicates(v, filename, path + (i,))
+    return out
+
+
+def _merge(base: Any, over: Any) -> Any:
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = _merge(base[k], v) if k in base else v
+        return out
+    return over
+
+
+def _validate(layers: list[_Layer]) -> Policy:
+    data: dict = {}
+    for layer in reversed(layers):
+        data = _merge(data, layer.data)
+    if "name" not in data:
+        data["name"] = Path(layers[0].file).stem if layers[0].file.endswith((".yaml", ".yml")) else "custom"
+    if len(layers) > 1:
+        data["extends"] = layers[0].data.get("extends")
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as e:
+        problems = _problems_from_validation(e, layers)
+        problems.sort(key=lambda p: (p.file != layers[0].file, p.file or "", p.line or 0))
+        raise PolicyError(problems) from None
+    policy._source = layers[0].file
+    return policy
+
+
+# -- error messages ------------------------------------------------------------------------
+def _clean_loc(loc: tuple) -> tuple:
+    """Drop pydantic's type tags (e.g. 'function-before[...]', 'int') from a location."""
+    return tuple(p for p in loc if isinstance(p, int) or not re.search(r"[\[\]()]", p) or p == "[key]")
+
+
+def _dotted(loc: tuple) -> str:
+    out = ""
+    for p in loc:
+        if p == "[key]":
+            continue
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _walk(root, loc: tuple):
+    """(deepest node found, its key node, how many parts matched)."""
+    node, key_node, depth = root, None, 0
+    for part in loc:
+        if part == "[key]":
+            break
+        if isinstance(node, yaml.MappingNode) and not isinstance(part, int):
+            for k, v in node.value:
+                if isinstance(k, yaml.ScalarNode) and k.value == str(part):
+                    node, key_node = v, k
+                    break
+            else:
+                return node, key_node, depth
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node, key_node = node.value[part], None
+        else:
+            return node, key_node, depth
+        depth += 1
+    return node, key_node, depth
+
+
+def _line_of(root, loc: tuple, want_key: bool = False) -> int | None:
+    if root is None:
+        return None
+    node, key_node, _ = _walk(root, loc)
+    if want_key and key_node is not None:
+        return key_node.start_mark.line + 1
+    return node.start_mark.line + 1
+
+
+def _locate(layers: list[_Layer] | None, loc: tuple, want_key: bool) -> tuple[str | None, int | None]:
+    """The file and line of the most derived layer that sets `loc` (or the nearest parent)."""
+    if not layers:
+        return None, None
+    best = None
+    for layer in layers:
+        if layer.root is None:
+            continue
+        node, key_node, depth = _walk(layer.root, loc)
+        if depth == len([p for p in loc if p != "[key]"]):
+            line = (key_node if want_key and key_node is not None else node).start_mark.line + 1
+            return layer.file, line
+        if best is None or depth > best[0]:
+            best = (depth, layer.file, (key_node or node).start_mark.line + 1)
+    return (best[1], best[2]) if best else (layers[0].file, None)
+
+
+def _unwrap(t: Any) -> Any:
+    while True:
+        origin = typing.get_origin(t)
+        if origin is typing.Annotated:
+            t = typing.get_args(t)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(t) if a is not type(None)]
+            if len(args) != 1:
+                return t
+            t = args[0]
+        else:
+            return t
+
+
+def _model_at(loc: tuple):
+    t: Any = Policy
+    for part in loc:
+        t = _unwrap(t)
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            f = t.model_fields.get(part) if isinstance(part, str) else None
+            if f is None:
+                return None
+            t = f.annotation
+        elif typing.get_origin(t) is dict:
+            t = typing.get_args(t)[1]
+        elif typing.get_origin(t) is list:
+            t = typing.get_args(t)[0]
+        else:
+            return None
+    t = _unwrap(t)
+    return t if isinstance(t, type) and issubclass(t, BaseModel) else None
+
+
+def _problems_from_validation(err: ValidationError, layers: list[_Layer] | None, file: str | None = None,
+                              origin: str | None = None) -> list[Problem]:
+    problems: list[Problem] = []
+    seen = set()
+    for e in err.errors(include_url=False):
+        loc = _clean_loc(tuple(e["loc"]))
+        kind = e["type"]
+        want_key = kind == "extra_forbidden"
+        lookup = loc if kind != "missing" else loc[:-1]
+        fname, line = _locate(layers, lookup, want_key)
+        msg = _message(e, loc)
+        if origin and not fname:
+            msg = f"{msg} ({origin})"
+        p = Problem(fname or file, line, _dotted(loc), msg)
+        if str(p) not in seen:
+            seen.add(str(p))
+            problems.append(p)
+    return problems
+
+
+def _message(e: dict, loc: tuple) -> str:
+    kind, msg, value = e["type"], e["msg"], e.get("input")
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        if loc and loc[-1] == "[key]":
+            return "unknown key"
+        names = list(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6) if loc else []
+        if close:
+            return f"unknown key (did you mean {close[0]}?)"
+        return "unknown key" + (f"; known keys: {', '.join(names)}" if names else "")
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", str(e.get("ctx", {}).get("expected", "")))
+        close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        return f"{value!r} is not allowed{hint}; use {' | '.join(choices)}"
+    if kind in ("value_error", "assertion_error"):
+        return re.sub(r"^(Value|Assertion) error, ", "", msg)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return f"{msg[0].lower()}{msg[1:]} (got {value!r})"
+    return f"{msg[0].lower()}{msg[1:]} (got a {type(value).__name__})"
+
+
+# -- the two CLI verbs ---------------------------------------------------------------------
+def show(name_or_file: str, *, protect: list[str] | tuple[str, ...] = (), environ: dict[str, str] | None = None,
+         overrides: dict[str, Any] | None = None) -> str:
+    """`runner policy show`: the effective policy as YAML, after --protect and the environment.
+    Secret values are never part of it (only their sources), and the text is redacted anyway."""
+    from ..redact import Redactor
+
+    policy = load(name_or_file, environ).effective(protect=protect, environ=environ, overrides=overrides)
+    head = [f"# policy {policy.name} from {policy.source}"]
+    head += [f"# WARNING: {w}" for w in policy.warnings()]
+    text = "\n".join(head) + "\n" + policy.to_yaml()
+    return Redactor().redact(text)
+
+
+def check(file: str, environ: dict[str, str] | None = None) -> list[str]:
+    """`runner policy check`: every problem as `FILE:LINE: path: message`; empty when fine."""
+    try:
+        load(file, environ)
+    except PolicyError as e:
+        return [str(p) for p in e.problems]
+    return []

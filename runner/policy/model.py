@@ -1,0 +1,502 @@
+"""The Policy model: what may run, where, and with which limits.
+
+Strict everywhere (`extra="forbid"`): an unknown or misspelt key is an error, never silently
+ignored. Every field has a default, so an empty file is the hardened default policy and a file
+only states what it changes. Cross-field rules live in `_check` validators whose messages name
+the field they are about; the loader turns every error into `FILE:LINE: dotted.path: message`.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr,
+                      field_validator, model_validator)
+
+from executors.models import Limits, parse_size
+
+# Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
+GATED_TOOLS: dict[str, frozenset[str]] = {
+    "bash": frozenset({"bash", "exec", "process"}),
+    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search"}),
+    "writes": frozenset({"write", "edit", "apply_patch", "git_add", "git_commit", "git_push", "git_pull"}),
+}
+TOOL_PRESETS = ("coding", "readonly", "web", "git", "all", "none")
+LOCAL_WARNING = ("executor local: tools run directly on this machine with your user's permissions. "
+                 "This is NOT a sandbox: no container, no network isolation, no resource limits.")
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_HOST = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*$")
+
+
+def _size(v: Any) -> Any:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ValueError("a size must be a number of bytes or a string like 512m, not true/false")
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if not isinstance(v, (int, str)):
+        raise ValueError(f"a size must be a number of bytes or a string like 512m, got {type(v).__name__}")
+    return parse_size(v)
+
+
+def format_size(n: int | None) -> str | None:
+    """536870912 -> '512m': the shortest exact spelling parse_size reads back."""
+    if n is None:
+        return None
+    for unit, mult in (("t", 1024**4), ("g", 1024**3), ("m", 1024**2), ("k", 1024)):
+        if n % mult == 0:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+Size = Annotated[int, BeforeValidator(_size), PlainSerializer(format_size, when_used="json")]
+OptSize = Annotated[int | None, BeforeValidator(_size), PlainSerializer(format_size, when_used="json")]
+
+
+def _tool_name(v: str) -> str:
+    if not isinstance(v, str) or not _TOOL_NAME.match(v):
+        raise ValueError(f"bad tool name {v!r}: letters, digits, _ . - only")
+    return v
+
+
+def _env_name(v: str) -> str:
+    if not isinstance(v, str) or not _ENV_NAME.match(v):
+        raise ValueError(f"bad environment variable name {v!r}: letters, digits and _ only, not starting with a digit")
+    return v
+
+
+ToolName = Annotated[str, BeforeValidator(_tool_name)]
+EnvName = Annotated[str, BeforeValidator(_env_name)]
+
+
+def _rel_path(v: Any) -> str:
+    """A path relative to the workspace, normalised ('./a//b/' -> 'a/b'); no '..', not absolute."""
+    if not isinstance(v, str) or not v.strip():
+        raise ValueError("must be a non-empty path relative to the workspace")
+    if "\x00" in v:
+        raise ValueError("a path must not contain NUL bytes")
+    p = PurePosixPath(v.strip())
+    if p.is_absolute():
+        raise ValueError(f"{v!r} is absolute: give a path relative to the workspace")
+    if ".." in p.parts:
+        raise ValueError(f"{v!r} leaves the workspace ('..' is not allowed)")
+    norm = str(p)
+    if norm == ".":
+        raise ValueError("protecting the whole workspace: use sandbox.workspace: ro instead")
+    return norm
+
+
+RelPath = Annotated[str, BeforeValidator(_rel_path)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# -- sections ------------------------------------------------------------------------------
+class Plugin(Strict):
+    """A JSON-lines plugin process (see TOOLS.md, custom tools 4)."""
+
+    path: str
+    args: list[str] = Field(default_factory=list)
+
+
+class ToolsPolicy(Strict):
+    preset: str = Field(default="coding", description="one of " + ", ".join(TOOL_PRESETS))
+    allow: list[ToolName] = Field(default_factory=list, description="tools added to the preset")
+    deny: list[ToolName] = Field(default_factory=list, description="tools removed; deny wins over allow")
+    folders: list[str] = Field(default_factory=list, description="extra folders of custom tools")
+    plugins: list[Plugin] = Field(default_factory=list)
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, v: str) -> str:
+        if v not in TOOL_PRESETS:
+            raise ValueError(f"unknown tool preset {v!r}{_did_you_mean(v, TOOL_PRESETS)}; "
+                             f"choose one of {', '.join(TOOL_PRESETS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "ToolsPolicy":
+        both = sorted(set(self.allow) & set(self.deny))
+        if both:
+            raise ValueError(f"{', '.join(both)} both allowed and denied: keep each tool in one list")
+        return self
+
+
+class Features(Strict):
+    """Gates that switch whole families of tools off, whatever the preset says."""
+
+    bash: bool = Field(default=True, description="bash, exec, process")
+    network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search")
+    writes: bool = Field(default=True, description="write, edit, apply_patch and git's writing tools")
+
+
+class SandboxPolicy(Strict):
+    executor: Literal["docker", "local", "ssh"] = "docker"
+    lifecycle: Literal["per-session", "per-call"] = "per-session"
+    image: str = "runner/base:latest"
+    runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
+    workspace: Literal["rw", "ro"] = Field(default="rw", description="how the workspace is mounted")
+    pool_size: int | None = Field(default=None, ge=0, description="warm sandboxes kept ready (per-call)")
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str) -> str:
+        if not v.strip() or any(c.isspace() for c in v):
+            raise ValueError(f"bad image name {v!r}")
+        return v
+
+
+class OutputCaps(Strict):
+    chars: int = Field(default=30_000, gt=0)
+    lines: int | None = Field(default=256, gt=0)
+
+
+class PolicyLimits(Strict):
+    cpus: float | None = Field(default=1.0, gt=0)
+    memory: OptSize = "1g"
+    pids: int | None = Field(default=512, gt=0)
+    tmpfs: OptSize = Field(default="256m", description="size of /tmp in the sandbox")
+    workspace: OptSize = Field(default=None, description="largest size of the workspace")
+    max_write: Size = Field(default="10m", description="largest single write")
+    timeout: float = Field(default=120.0, gt=0, description="seconds, when a call names none")
+    max_timeout: float = Field(default=1800.0, gt=0, description="seconds; longer requests are capped")
+    tool_timeouts: dict[ToolName, Annotated[float, Field(gt=0)]] = Field(default_factory=dict)
+    output: OutputCaps = Field(default_factory=OutputCaps)
+
+    @model_validator(mode="after")
+    def _check(self) -> "PolicyLimits":
+        if self.timeout > self.max_timeout:
+            raise ValueError(f"timeout {self.timeout:g}s is longer than max_timeout {self.max_timeout:g}s")
+        over = [f"{k} ({v:g}s)" for k, v in self.tool_timeouts.items() if v > self.max_timeout]
+        if over:
+            raise ValueError(f"tool_timeouts longer than max_timeout {self.max_timeout:g}s: {', '.join(over)}")
+        return self
+
+    def sandbox_limits(self) -> Limits:
+        """The executor's Limits (cpus, memory, pids, tmpfs)."""
+        return Limits(cpus=self.cpus, memory=self.memory, pids=self.pids, tmpfs=self.tmpfs)
+
+    def timeout_for(self, tool: str, requested: float | None = None) -> float:
+        """The timeout a call gets: what it asked for, else the tool's, else the default; capped."""
+        t = requested if requested else self.tool_timeouts.get(tool, self.timeout)
+        return min(float(t), self.max_timeout)
+
+
+class MountSpec(Strict):
+    source: str = Field(description="host path; relative to the workspace, ~ expanded")
+    target: str = Field(description="absolute path in the sandbox")
+    mode: Literal["ro", "rw"] = "ro"
+
+    @field_validator("target")
+    @classmethod
+    def _target(cls, v: str) -> str:
+        p = PurePosixPath(v)
+        if not p.is_absolute() or ".." in p.parts or str(p) == "/":
+            raise ValueError(f"target {v!r} must be an absolute path in the sandbox, not / and without '..'")
+        return str(p)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, v: str) -> str:
+        if not v.strip() or "\x00" in v:
+            raise ValueError("source must be a non-empty host path")
+        return v
+
+    def host_path(self, workspace: str | os.PathLike) -> Path:
+        p = Path(os.path.expanduser(self.source))
+        return (p if p.is_absolute() else Path(workspace) / p).resolve()
+
+    def to_mount(self, workspace: str | os.PathLike):
+        """An executors Mount (docker backend); the docker package is imported only now."""
+        from executors.docker.config import Mount
+
+        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro")
+
+
+def _host_port(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError(f"{v!r} is not host:port (quote it in YAML)")
+    host, sep, port = v.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{v!r} is not host:port with a port from 1 to 65535")
+    if host.startswith("[") and host.endswith("]"):
+        import ipaddress
+
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise ValueError(f"{v!r}: {host} is not an IPv6 address") from None
+    elif not _HOST.match(host):
+        raise ValueError(f"{v!r}: {host!r} is not a host name or address")
+    return f"{host.lower()}:{int(port)}"
+
+
+HostPort = Annotated[str, BeforeValidator(_host_port)]
+
+
+class NetworkPolicy(Strict):
+    mode: Literal["none", "allowlist"] = "none"
+    allow: list[HostPort] = Field(default_factory=list, description="host:port reachable through the egress proxy")
+    search_endpoint: str | None = Field(default=None, description="URL web_search queries")
+
+    @model_validator(mode="after")
+    def _check(self) -> "NetworkPolicy":
+        if self.mode == "none" and self.allow:
+            raise ValueError(f"allow lists {len(self.allow)} host(s) but mode is none: set mode: allowlist "
+                             "or remove the list")
+        return self
+
+
+class EnvPolicy(Strict):
+    allow: list[EnvName] = Field(default_factory=list, description="host variables passed through by name")
+    set: dict[EnvName, str] = Field(default_factory=dict, description="fixed values (not secrets)")
+
+
+class Secret(Strict):
+    """A named secret, injected into the sandbox as an environment variable of that name.
+    Its value is read at start-up, never stored in the policy and never printed."""
+
+    from_env: EnvName | None = None
+    from_file: str | None = None
+    required: bool = True
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Secret":
+        if (self.from_env is None) == (self.from_file is None):
+            raise ValueError("give exactly one of from_env or from_file")
+        return self
+
+    def resolve(self, name: str, environ: dict[str, str] | None = None) -> str | None:
+        env = os.environ if environ is None else environ
+        if self.from_env is not None:
+            val = env.get(self.from_env)
+            if val is None and self.required:
+                raise SecretUnavailable(f"secret {name}: environment variable {self.from_env} is not set")
+            return val
+        path = Path(os.path.expanduser(self.from_file))
+        try:
+            return path.read_text().rstrip("\r\n")
+        except OSError as e:
+            if self.required:
+                raise SecretUnavailable(f"secret {name}: cannot read {path}: {e.strerror}") from None
+            return None
+
+
+class Bucket(Strict):
+    capacity: int = Field(ge=1, description="calls allowed in a burst")
+    refill_per_second: float = Field(gt=0, description="tokens added back per second")
+
+
+class RateLimits(Strict):
+    session: Bucket | None = Field(default=None, description="all calls of one session")
+    tools: dict[ToolName, Bucket] = Field(default_factory=dict, description="calls of one tool in one session")
+
+
+class HostCommand(Strict):
+    """A command run on the host through the SSH executor (used by a later issue; accepted now)."""
+
+    name: str
+    args_prefix: list[str] = Field(min_length=1)
+
+
+class AuditPolicy(Strict):
+    enabled: bool = True
+    path: str | None = Field(default=None, description="default ~/.local/state/runner/audit.jsonl")
+    max_bytes: Size = "10m"
+    keep: int = Field(default=5, ge=0, description="rotated files kept: audit.jsonl.1 …")
+
+
+# -- the policy ----------------------------------------------------------------------------
+class Policy(Strict):
+    name: str = "custom"
+    description: str = ""
+    extends: str | None = Field(default=None, description="a preset name or file this one starts from")
+    warning: str | None = Field(default=None, description="said loudly by every command that runs tools")
+    tenant: str | None = None
+    tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
+    features: Features = Field(default_factory=Features)
+    sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
+    limits: PolicyLimits = Field(default_factory=PolicyLimits)
+    mounts: list[MountSpec] = Field(default_factory=list)
+    protect: list[RelPath] = Field(default_factory=list, description="workspace dirs no tool may write")
+    protect_git_hooks: bool = Field(default=True, description="protect the workspace's .git/hooks")
+    network: NetworkPolicy = Field(default_factory=NetworkPolicy)
+    env: EnvPolicy = Field(default_factory=EnvPolicy)
+    secrets: dict[EnvName, Secret] = Field(default_factory=dict)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
+    approval: Literal["deny", "allow", "ask"] = "deny"
+    host_commands: list[HostCommand] = Field(default_factory=list,
+                                             description="used by the SSH issue; accepted, not yet run")
+    audit: AuditPolicy = Field(default_factory=AuditPolicy)
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @field_validator("tenant")
+    @classmethod
+    def _tenant(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", v):
+            raise ValueError(f"bad tenant name {v!r}: letters, digits, _ . - (at most 64)")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> "Policy":
+        clash = sorted(set(self.secrets) & (set(self.env.set) | set(self.env.allow)))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} both a secret and an env entry: name each variable once")
+        targets = [m.target for m in self.mounts]
+        dup = sorted({t for t in targets if targets.count(t) > 1})
+        if dup:
+            raise ValueError(f"mounts: two mounts on {', '.join(dup)}")
+        return self
+
+    # -- views ------------------------------------------------------------------------------
+    @property
+    def source(self) -> str | None:
+        """The file this policy was loaded from, if any."""
+        return self._source
+
+    @property
+    def is_sandboxed(self) -> bool:
+        return self.sandbox.executor != "local"
+
+    def warnings(self) -> list[str]:
+        """What the CLI must say loudly (stderr) before running any tool under this policy."""
+        out = []
+        if not self.is_sandboxed:
+            out.append(LOCAL_WARNING)
+            if self.sandbox.workspace == "ro":
+                out.append("sandbox.workspace ro cannot be enforced by the local executor: only the "
+                           "writing tools are refused, bash can still write")
+            if self.network.mode != "none":
+                out.append("network rules cannot be enforced by the local executor")
+        if self.warning:
+            out.append(self.warning)
+        return out
+
+    def tool_gate(self, tool: str, preset_tools: set[str] | frozenset[str]) -> str | None:
+        """Why `tool` is refused (a message), or None when this policy allows it.
+        `preset_tools`: the names in this policy's preset, from the tool registry."""
+        if tool in self.tools.deny:
+            return f"tool {tool} is denied by the policy {self.name} (tools.deny)"
+        for gate, names in GATED_TOOLS.items():
+            if tool in names and not getattr(self.features, gate):
+                return f"tool {tool} is switched off by the policy {self.name} (features.{gate}: false)"
+        if tool in self.tools.allow or tool in preset_tools:
+            return None
+        return f"tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset})"
+
+    def dump(self) -> dict[str, Any]:
+        """A JSON-able dict: sizes as '512m', secrets as their sources (never values)."""
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        import yaml
+
+        return yaml.safe_dump(self.dump(), sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+    def resolve_secrets(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """{NAME: value} of every secret that has a value; raises SecretUnavailable for a
+        required one that has none. Feed the values to the Redactor as well as the sandbox."""
+        out = {}
+        for name, s in self.secrets.items():
+            val = s.resolve(name, environ)
+            if val:
+                out[name] = val
+        return out
+
+    def sandbox_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+        """The sandbox environment: fixed values, allowed host variables, then secrets by name."""
+        env = os.environ if environ is None else environ
+        out = dict(self.env.set)
+        for k in self.env.allow:
+            if k in env:
+                out[k] = env[k]
+        out.update(self.resolve_secrets(environ))
+        return out
+
+    def effective(self, *, protect: list[str] | tuple[str, ...] = (), environ: dict[str, str] | None = None,
+                  overrides: dict[str, Any] | None = None,
+                  workspace: str | os.PathLike | None = None) -> "Policy":
+        """This policy with the command line and environment applied: `--protect` paths,
+        RUNNER_PROTECT_DIRS (colon-separated), and dotted overrides such as
+        {"limits.memory": "2g", "sandbox.executor": "local"}. Absolute protect paths are accepted
+        when `workspace` is given and they lie inside it. Raises PolicyError on a bad one."""
+        from .loader import PolicyError, Problem, _problems_from_validation
+        from pydantic import ValidationError
+
+        env = os.environ if environ is None else environ
+        data = self.model_dump(mode="json")
+        problems: list[Problem] = []
+        for key, value in (overrides or {}).items():
+            try:
+                _set_dotted(data, key, value)
+            except KeyError as e:
+                problems.append(Problem(None, None, key, e.args[0]))
+        extra = [("--protect", p) for p in protect]
+        extra += [("RUNNER_PROTECT_DIRS", p) for p in env.get("RUNNER_PROTECT_DIRS", "").split(":") if p.strip()]
+        for origin, p in extra:
+            try:
+                norm = _rel_path(_relative_to(p, workspace))
+            except ValueError as e:
+                problems.append(Problem(None, None, origin, str(e)))
+                continue
+            if norm not in data["protect"]:
+                data["protect"].append(norm)
+        if problems:
+            raise PolicyError(problems)
+        try:
+            pol = Policy.model_validate(data)
+        except ValidationError as e:
+            raise PolicyError(_problems_from_validation(e, None, None, "override")) from None
+        pol._source = self._source
+        return pol
+
+
+class SecretUnavailable(Exception):
+    """A required secret has no value (its variable is unset or its file unreadable)."""
+
+
+def _relative_to(p: str, workspace: str | os.PathLike | None) -> str:
+    p = p.strip()
+    if workspace is None or not p.startswith("/"):
+        return p
+    ws = Path(workspace).resolve()
+    for cand in (Path(os.path.normpath(p)), Path(p).resolve()):
+        if cand.is_relative_to(ws) and cand != ws:
+            return str(cand.relative_to(ws))
+    return p
+
+
+def _set_dotted(data: dict, key: str, value: Any) -> None:
+    parts = key.split(".")
+    cur = data
+    for i, part in enumerate(parts[:-1]):
+        nxt = cur.get(part) if isinstance(cur, dict) else None
+        if not isinstance(nxt, dict):
+            if isinstance(cur, dict) and part not in cur and i > 0 and _is_free_mapping(parts[:i + 1]):
+                nxt = cur[part] = {}
+            else:
+                raise KeyError(f"unknown setting (no section {'.'.join(parts[:i + 1])})")
+        cur = nxt
+    if not isinstance(cur, dict):
+        raise KeyError("unknown setting")
+    cur[parts[-1]] = value
+
+
+def _is_free_mapping(parts: list[str]) -> bool:
+    # Mappings whose keys are names (tools, secrets), where a new entry may be created.
+    return ".".join(parts[:-1]) in ("limits.tool_timeouts", "rate_limits.tools", "secrets", "env.set")
+
+
+def _did_you_mean(word: str, choices) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
