@@ -159,8 +159,11 @@ class AuditLog:
                     size = 0
                 if size and size + len(data) > self.max_bytes:
                     self._rotate()
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
+                    end = os.fstat(fd).st_size
+                    if end and os.pread(fd, 1, end - 1) != b"\n":
+                        data = b"\n" + data  # a torn last line (a crash mid-write) stays on its own
                     os.write(fd, data)
                 finally:
                     os.close(fd)

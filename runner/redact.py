@@ -82,7 +82,8 @@ RULES: tuple[Rule, ...] = (
     _r("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}", not_after=_WORD),
     _r("google-api-key", rf"AIza[{_TOK}]{{35}}(?![{_TOK}])", not_after=_WORD + "-"),
     _r("stripe-key", r"[sr]k_live_[A-Za-z0-9]{20,}", ("_live_",), not_after=_WORD),
-    _r("jwt", r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", not_after=_WORD + "-"),
+    # JWTs: the two eyJ… parts are distinctive enough to be caught even glued to other text.
+    _r("jwt", r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
     # Authorization headers: anything after the scheme. A bare "Bearer x" elsewhere only when the
     # token has a digit, so prose ("bearer authentication") stays.
     _r("authorization",

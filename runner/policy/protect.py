@@ -100,7 +100,7 @@ class ProtectedMount:
 @dataclass(frozen=True)
 class MountPlan:
     mounts: list[ProtectedMount]
-    missing: list[str]  # protected paths that do not exist yet: only the path checks guard them
+    missing: list[str]  # protected paths that do not exist (and no mount covers): only path checks guard them
     outside: list[str]  # paths whose real location is outside the workspace: not reachable anyway
 
 
@@ -134,6 +134,8 @@ def readonly_mounts(host_workspace: str | os.PathLike, container_workspace: str,
     for m in sorted(keep, key=lambda m: m.container.count("/")):
         if all(m.host != d.host for d in dedup):
             dedup.append(m)
+    # A missing path under a mounted one is covered by that mount.
+    missing = [r for r in missing if not any((ws / r).resolve().is_relative_to(s) for s in seen)]
     return MountPlan(dedup, missing, outside)
 
 
