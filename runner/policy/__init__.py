@@ -4,10 +4,23 @@
     policy = load("default").effective(protect=["secrets"])
 
 Submodules: model (Policy), loader (load, show, check), ratelimit, protect, approval.
-No Docker import happens here.
+Exports are lazy: `runner.policy.protect` and `runner.policy.approval` import only the standard
+library, and nothing here imports Docker.
 """
-from .loader import Problem, PolicyError, check, load, load_text, policy_dirs, preset_names, show
-from .model import Policy, SecretUnavailable
+from __future__ import annotations
 
-__all__ = ["Policy", "PolicyError", "Problem", "SecretUnavailable", "check", "load", "load_text",
-           "policy_dirs", "preset_names", "show"]
+_EXPORTS = {
+    "Policy": "model", "SecretUnavailable": "model",
+    "PolicyError": "loader", "Problem": "loader", "check": "loader", "load": "loader", "load_text": "loader",
+    "policy_dirs": "loader", "preset_names": "loader", "show": "loader",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'runner.policy' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{mod}"), name)

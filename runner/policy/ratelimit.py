@@ -15,9 +15,10 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from .model import Bucket, RateLimits
+if TYPE_CHECKING:  # only attributes are used (capacity, refill_per_second): no pydantic import
+    from .model import Bucket, RateLimits
 
 
 class TokenBucket:
