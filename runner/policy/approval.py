@@ -4,9 +4,11 @@
     if not decision.approved:
         return ToolResult.error(decision.message, error_type="gated")
 
-`ask` asks only when stdin and stderr are terminals; otherwise (CI, a pipe, `runner session`
+`ask` asks only when stdin is a terminal; otherwise (CI, a pipe, `runner session`
 driven by a program) nothing can answer, so the call is refused and the message says how to
-allow it. The question goes to stderr so it never mixes with JSON on stdout.
+allow it. The question goes to stderr so it never mixes with JSON on stdout. `runner session`
+reads its calls from stdin: there, pass a stream opened on /dev/tty as `stdin`, or the answer
+would be taken from the call stream.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def decide(rule: str, tool: str, args: Any = None, *, stdin: TextIO | None = Non
         raise ValueError(f"unknown approval rule {rule!r}: use deny, allow or ask")
     inp = stdin if stdin is not None else sys.stdin
     out = stderr if stderr is not None else sys.stderr
-    tty = is_tty() if is_tty is not None else _both_tty(inp, out)
+    tty = is_tty() if is_tty is not None else _is_tty(inp)
     if not tty:
         return Decision(False, f"tool {tool} needs approval, but no terminal is attached to ask on (stdin is not a "
                                "TTY), so it was refused; run interactively, or use a policy with approval: allow")
@@ -63,8 +65,8 @@ def decide(rule: str, tool: str, args: Any = None, *, stdin: TextIO | None = Non
     return Decision(False, f"tool {tool} was not approved by the person at the terminal")
 
 
-def _both_tty(inp: TextIO, out: TextIO) -> bool:
+def _is_tty(inp: TextIO) -> bool:
     try:
-        return inp.isatty() and out.isatty()
+        return inp.isatty()
     except (AttributeError, ValueError):
         return False
