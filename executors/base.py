@@ -108,6 +108,11 @@ class Process(ABC):
         """Whether the sandbox's memory limit killed something of this command."""
         return False
 
+    def gone(self) -> bool:
+        """Whether the sandbox under the command has died (asked after a second of silence,
+        so a dead sandbox whose transport stays open cannot hang a call)."""
+        return False
+
     def close(self) -> None:
         """Release transport resources (sockets, channels). Idempotent."""
 
@@ -160,6 +165,7 @@ class Executor(ABC):
         try:  # from here on, any exit (Ctrl-C included) kills the command and releases it
             feeder = _feed_stdin(proc, req.stdin, stdin)
             kill_deadline = None
+            last_probe = time.monotonic()
             while True:
                 now = time.monotonic()
                 if not timed_out and deadline is not None and now >= deadline:
@@ -175,12 +181,17 @@ class Executor(ABC):
                     wait = min(wait, kill_deadline - now)
                 item = proc.read(timeout=max(0.001, wait))
                 if item is None:
+                    if time.monotonic() - last_probe >= 1.0:
+                        last_probe = time.monotonic()
+                        if proc.gone():
+                            break
                     continue
+                last_probe = time.monotonic()
                 stream, data = item
                 if stream == "eof":
                     break
                 sink(stream, data)
-            code = proc.wait(timeout=KILL_GRACE if timed_out else None)
+            code = proc.wait(timeout=KILL_GRACE if timed_out or proc.gone() else None)
             if code is None:
                 proc.kill()
                 code = proc.wait(timeout=KILL_GRACE)

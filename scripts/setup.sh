@@ -11,7 +11,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
-PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps)
+PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc)
 
 # 1. Debian packages ------------------------------------------------------------------------
 missing=()
@@ -56,6 +56,28 @@ else
   done
   docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s; see $DOCKERD_LOG"
   say "dockerd is up"
+fi
+
+# 3b. gVisor: register Debian's runsc as a runtime (ptrace platform, no gVisor network stack),
+#     merged into /etc/docker/daemon.json; a running dockerd reloads runtimes on SIGHUP.
+if [ "$(id -u)" = 0 ] && command -v runsc >/dev/null; then
+  if python3 - <<'PY'
+import json, os, sys
+path = "/etc/docker/daemon.json"
+cfg = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
+runtimes = cfg.setdefault("runtimes", {})
+if "runsc" in runtimes:
+    sys.exit(1)
+runtimes["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}
+os.makedirs("/etc/docker", exist_ok=True)
+with open(path, "w") as f:
+    json.dump(cfg, f, indent=2)
+PY
+  then
+    say "registered gVisor (runsc) in /etc/docker/daemon.json"
+    pid=$(pgrep -xo dockerd || true)
+    if [ -n "$pid" ]; then kill -HUP "$pid"; sleep 1; fi
+  fi
 fi
 
 # 4. Images ------------------------------------------------------------------------------------

@@ -144,17 +144,24 @@ class ExecProcess(DockerStreamProcess):
         self.user = user
         self.started = started
         self._code: int | None = None
+        self._gone = False
         super().__init__(sock, strip_pid_line=True)
 
     def wait(self, timeout: float | None = None) -> int | None:
+        import docker.errors
+
         if self._code is not None:
             return self._code
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.002
         while True:
-            info = self.client.api.exec_inspect(self.exec_id)
-            if not info.get("Running"):
-                self._code = info.get("ExitCode")
+            try:
+                info = self.client.api.exec_inspect(self.exec_id)
+            except docker.errors.NotFound:
+                info = {"Running": False, "ExitCode": None}
+            if not info.get("Running") or self.gone():
+                code = info.get("ExitCode")
+                self._code = 137 if code is None else code  # no code: the sandbox died under it
                 return self._code
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -174,6 +181,18 @@ class ExecProcess(DockerStreamProcess):
 
     def oom_killed(self) -> bool:
         return _oom_event(self.client, self.container_id, self.started)
+
+    def gone(self) -> bool:
+        """The container under this exec is no longer running (gVisor, for one, ends the whole
+        sandbox on an OOM while `docker exec` keeps its connection open)."""
+        if self._gone:
+            return True
+        try:
+            state = self.client.api.inspect_container(self.container_id)["State"]
+            self._gone = not state.get("Running")
+        except Exception:
+            self._gone = True
+        return self._gone
 
 
 class ContainerProcess(DockerStreamProcess):

@@ -118,6 +118,9 @@ def test_loosening_takes_an_explicit_option(docker_client):
 def test_gvisor_runtime_where_installed(docker_client):
     if "runsc" not in (docker_client.info().get("Runtimes") or {}):
         pytest.skip("runsc (gVisor) is not configured on this engine; `runner doctor` says how")
-    with DockerExecutor(runtime="runsc", labels={"runner.test": "hardening"}) as ex:
-        res = ex.run(["sh", "-c", "dmesg 2>/dev/null | head -1; echo ok"])
-        assert res.exit_code == 0 and b"ok" in res.stdout
+    with DockerExecutor(runtime="runsc", limits=Limits(memory="96m"), labels={"runner.test": "hardening"}) as ex:
+        res = ex.run(["sh", "-c", "dmesg | head -1; id -u"])
+        assert res.exit_code == 0 and b"gVisor" in res.stdout and res.stdout.endswith(b"1000\n")
+        assert ex.exec(ExecRequest(argv=["sh", "-c", "sleep 30 & sleep 30"], timeout=1)).timed_out
+        oom = ex.run(["python3", "-c", "x = bytearray(400 * 2**20)"])
+        assert oom.exit_code == 137 and oom.oom_killed
