@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import urllib.parse
 import uuid
 
@@ -208,12 +207,11 @@ def test_bytes():
     assert Redactor([SECRET]).redact_bytes(f"a {SECRET} \xff".encode("latin-1", "ignore")) .startswith(b"a [REDACTED")
 
 
-def test_megabyte_is_fast():
-    """A sanity bound only (the figure is measured in the report, not asserted tightly)."""
+def test_megabyte_is_redacted_whole():
+    """A megabyte of ordinary text keeps its size and loses only the token at its end
+    (speed is measured by the bench, never asserted here)."""
     line = "commit 3f786850e387550fdab836ed7e6dc881de23001b the bearer of news; secret session token\n"
     text = line * (1_000_000 // len(line))
     r = Redactor({"A": SECRET, "B": "another-secret-value"})
-    t0 = time.perf_counter()
     out = r.redact(text + GHP)
-    took = time.perf_counter() - t0
-    assert out.endswith("[REDACTED:github-token]") and took < 2.0
+    assert out == text + "[REDACTED:github-token]"
