@@ -16,6 +16,10 @@ app = typer.Typer(
 )
 images_app = typer.Typer(no_args_is_help=True, help="Build and list the sandbox images (built offline).")
 app.add_typer(images_app, name="images")
+policy_app = typer.Typer(no_args_is_help=True, help="Show and check policies (presets in policies/, or YAML files).")
+app.add_typer(policy_app, name="policy")
+audit_app = typer.Typer(no_args_is_help=True, help="Read the audit log: one JSON line per tool call.")
+app.add_typer(audit_app, name="audit")
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":
@@ -28,12 +32,15 @@ def guarded(fn, *args, **kw):
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
+    from .policy import PolicyError
 
     try:
         return fn(*args, **kw)
     except UsageError as e:
         raise fail(str(e), 2) from None
     except InvalidConfig as e:
+        raise fail(str(e), 2) from None
+    except PolicyError as e:
         raise fail(str(e), 2) from None
     except (ExecutorError, RunnerError) as e:
         raise fail(str(e), getattr(e, "exit_code", 1)) from None
@@ -71,6 +78,102 @@ def exec_(
                        network=network, mounts=mount, env=env, workdir=workdir, user=user, runtime=runtime,
                        host=host, force_unsafe_mounts=force_unsafe_mounts)
     raise typer.Exit(guarded(run, opts))
+
+
+WORKSPACE_HELP = "the workspace directory (default: the current directory)"
+
+
+@app.command()
+def tools(
+    preset: Optional[str] = typer.Option(None, help="show a preset instead of what the policy allows"),
+    format: str = typer.Option("table", "--format", "-f", help="table, json, openai, anthropic or mcp"),
+    prompt: bool = typer.Option(False, "--prompt", help="print the tools' guidance as one prompt block"),
+    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
+    executor: Optional[str] = typer.Option(None, help="docker or local"),
+    policy: Optional[str] = typer.Option(None, help="policy name or file"),
+):
+    """List the tools and their schemas."""
+    from .toolcli import tools as do_tools
+
+    typer.echo(guarded(do_tools, preset, format, prompt, workspace, executor, policy))
+
+
+@app.command()
+def call(
+    tool: str = typer.Argument(..., help="tool name, e.g. read"),
+    args: str = typer.Argument("{}", help="the arguments as a JSON object"),
+    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
+    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
+    policy: Optional[str] = typer.Option(None, help="policy name or file"),
+    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+):
+    """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
+    from .toolcli import call as do_call
+
+    raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect))
+
+
+@app.command()
+def session(
+    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
+    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
+    policy: Optional[str] = typer.Option(None, help="policy name or file"),
+    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+):
+    """JSON lines: one call {"id", "tool", "args"} per line on stdin, one result per line on stdout."""
+    from .toolcli import session as do_session
+
+    raise typer.Exit(guarded(do_session, workspace, executor, policy, protect))
+
+
+@policy_app.command("show")
+def policy_show(
+    name: str = typer.Argument("default", help="preset name or YAML file"),
+    protect: List[str] = typer.Option([], "--protect", help="add a protected directory; repeatable"),
+):
+    """Print the effective policy (after --protect and RUNNER_PROTECT_DIRS); secrets never shown."""
+    from .policy import show
+
+    typer.echo(guarded(show, name, protect=protect), nl=False)
+
+
+@policy_app.command("check")
+def policy_check(file: str = typer.Argument(..., help="policy YAML file or preset name")):
+    """Exit 0 if the policy is valid; otherwise print each problem as FILE:LINE: path: message."""
+    from .policy import check
+
+    problems = guarded(check, file)
+    for p in problems:
+        typer.echo(p, err=True)
+    if not problems:
+        typer.echo(f"{file}: ok")
+    raise typer.Exit(1 if problems else 0)
+
+
+@audit_app.command("tail")
+def audit_tail(n: int = typer.Option(20, "-n", help="how many records"),
+               json_out: bool = typer.Option(False, "--json", help="raw JSON lines")):
+    """The newest records of the audit log."""
+    import json
+
+    from .audit import AuditLog, format_record
+
+    for rec in guarded(lambda: AuditLog().tail(n)):
+        typer.echo(json.dumps(rec, ensure_ascii=False) if json_out else format_record(rec))
+
+
+@audit_app.command("show")
+def audit_show(call_id: str = typer.Argument(..., help="a call id, e.g. c3")):
+    """Every record of one call id (ids repeat across sessions: each record names its session)."""
+    import json
+
+    from .audit import AuditLog
+
+    recs = guarded(lambda: AuditLog().show(call_id))
+    if not recs:
+        raise fail(f"no audit record with call id {call_id}")
+    for rec in recs:
+        typer.echo(json.dumps(rec, ensure_ascii=False, indent=2))
 
 
 @images_app.command("build")
