@@ -1,0 +1,135 @@
+"""Tool output on the controller side: spilled to disk as it streams, truncated head+tail for
+the answer, and kept whole for the session so the `result` tool can page through it."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+STREAM_MAX_CHARS = 30_000  # bash/exec: TOOLS.md
+STREAM_MAX_LINES = 256
+OTHER_MAX_CHARS = 64 * 1024  # any other tool: read pages at 50 KiB on its own
+TAIL_WINDOW = 256 * 1024  # bytes read back from the end of a spill to build the tail
+
+
+@dataclass
+class Caps:
+    chars: int = STREAM_MAX_CHARS
+    lines: int | None = STREAM_MAX_LINES
+
+
+class ResultStore:
+    """Full outputs of one session, one file per call id; removed when the session closes."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="runner-results-"))
+
+    def path(self, call_id: str) -> Path:
+        safe = "".join(ch for ch in call_id if ch.isalnum() or ch in "-_.")[:100] or "call"
+        return self.dir / f"{safe}.out"
+
+    def sink(self, call_id: str, caps: Caps) -> "OutputSink":
+        return OutputSink(self.path(call_id), call_id, caps)
+
+    def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
+        """Lines offset.. of a kept output, or None if there is none for that call id."""
+        p = self.path(call_id)
+        if not p.exists():
+            return None
+        out, chars, total, last = [], 0, 0, offset - 1
+        with open(p, encoding="utf-8", errors="replace", newline="") as f:
+            for n, line in enumerate(f, 1):
+                total = n
+                if n < offset or len(out) >= limit or chars >= max_chars:
+                    continue
+                out.append(line)
+                chars += len(line)
+                last = n
+        if total == 0:
+            return "(the output was empty)"
+        if offset > total:
+            return f"offset {offset} is past the end: the output of {call_id} has {total} lines"
+        text = "".join(out)
+        if last < total:
+            text += f"\n[lines {offset}-{last} of {total}; continue with offset {last + 1}]"
+        else:
+            text += f"\n[lines {offset}-{last} of {total}; end of output]"
+        return text
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class OutputSink:
+    """Receives text as it comes; writes all of it to disk; memory stays flat."""
+
+    def __init__(self, path: Path, call_id: str, caps: Caps) -> None:
+        self.path, self.call_id, self.caps = path, call_id, caps
+        self.f = open(path, "w", encoding="utf-8", newline="")
+        self.chars = 0
+        self.newlines = 0
+        self.ends_with_newline = True
+
+    def write(self, text: str) -> None:
+        if not text:
+            return
+        self.f.write(text)
+        self.chars += len(text)
+        self.newlines += text.count("\n")
+        self.ends_with_newline = text.endswith("\n")
+
+    @property
+    def lines(self) -> int:
+        return self.newlines + (0 if self.ends_with_newline else 1) if self.chars else 0
+
+    def finish(self) -> tuple[str, dict]:
+        """(text for the answer, truncation meta). Whole if within caps, else head + notice + tail."""
+        self.f.close()
+        caps = self.caps
+        meta = {"output_chars": self.chars, "output_lines": self.lines, "truncated": False}
+        if self.chars <= caps.chars and (caps.lines is None or self.lines <= caps.lines):
+            text = self.path.read_text(encoding="utf-8", errors="replace") if self.chars else ""
+            if not text:
+                os.unlink(self.path)
+            return text, meta
+        head_chars, tail_chars = caps.chars // 2, caps.chars - caps.chars // 2
+        head_lines = tail_lines = None
+        if caps.lines is not None:
+            head_lines, tail_lines = caps.lines // 2, caps.lines - caps.lines // 2
+        head = _head(self.path, head_chars, head_lines)
+        tail = _tail(self.path, tail_chars, tail_lines)
+        removed_chars = max(0, self.chars - len(head) - len(tail))
+        removed_lines = max(0, self.lines - head.count("\n") - tail.count("\n") - (0 if self.ends_with_newline else 1))
+        tail_start = self.lines - tail.count("\n") - (0 if self.ends_with_newline else 1) + 1
+        notice = (f"\n[... {removed_lines} lines ({removed_chars} characters) cut from the middle of "
+                  f"{self.lines} lines. The full output is kept: call the result tool with "
+                  f'{{"call_id": "{self.call_id}", "offset": {head.count(chr(10)) + 1}}} to read on; '
+                  f"the tail below starts at line {tail_start} ...]\n")
+        meta.update(truncated=True, removed_chars=removed_chars, removed_lines=removed_lines, kept_as=self.call_id)
+        return head + notice + tail, meta
+
+
+def _head(path: Path, max_chars: int, max_lines: int | None) -> str:
+    with open(path, encoding="utf-8", errors="replace", newline="") as f:
+        text = f.read(max_chars)
+    if max_lines is not None:
+        parts = text.split("\n")
+        if len(parts) > max_lines:
+            text = "\n".join(parts[:max_lines]) + "\n"
+    return text
+
+
+def _tail(path: Path, max_chars: int, max_lines: int | None) -> str:
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        f.seek(max(0, size - TAIL_WINDOW))
+        data = f.read()
+    text = data.decode("utf-8", errors="ignore")[-max_chars:]
+    if max_lines is not None:
+        parts = text.split("\n")
+        keep = max_lines + (1 if text.endswith("\n") else 0)
+        if len(parts) > keep:
+            text = "\n".join(parts[-keep:])
+    return text

@@ -1,0 +1,81 @@
+"""Controller-side output: spill to disk, head+tail truncation, paging with the result tool."""
+from __future__ import annotations
+
+import tracemalloc
+
+from runner.output import Caps, ResultStore
+
+
+def test_small_output_comes_back_whole():
+    store = ResultStore()
+    try:
+        sink = store.sink("c1", Caps(100, 10))
+        sink.write("a\n")
+        sink.write("b")
+        text, meta = sink.finish()
+        assert text == "a\nb" and meta == {"output_chars": 3, "output_lines": 2, "truncated": False}
+    finally:
+        store.close()
+
+
+def test_too_many_lines_keep_head_and_tail_with_a_notice():
+    store = ResultStore()
+    try:
+        sink = store.sink("c7", Caps(30_000, 256))
+        for i in range(1, 1001):
+            sink.write(f"line {i}\n")
+        text, meta = sink.finish()
+        lines = text.splitlines()
+        assert lines[0] == "line 1" and lines[127] == "line 128"
+        assert lines[-1] == "line 1000" and lines[-128] == "line 873"
+        assert meta["truncated"] and meta["removed_lines"] == 1000 - 256 and meta["output_lines"] == 1000
+        notice = next(line for line in lines if line.startswith("[..."))
+        assert "744 lines" in notice and '"call_id": "c7"' in notice and '"offset": 129' in notice
+        page = store.page("c7", offset=129, limit=3)
+        assert page.startswith("line 129\nline 130\nline 131\n") and "continue with offset 132" in page
+        assert "offset 2000 is past the end" in store.page("c7", offset=2000)
+        assert store.page("nope") is None
+    finally:
+        store.close()
+
+
+def test_too_many_characters_on_few_lines():
+    store = ResultStore()
+    try:
+        sink = store.sink("c2", Caps(1000, 256))
+        sink.write("x" * 5000 + "\n" + "y" * 5000)
+        text, meta = sink.finish()
+        assert text.startswith("x" * 500) and text.endswith("y" * 500) and meta["removed_chars"] == 10001 - 1000
+    finally:
+        store.close()
+
+
+def test_a_100_mb_flood_keeps_memory_flat():
+    store = ResultStore()
+    chunk = ("0123456789" * 6553 + "\n") * 2  # ~131 KB
+    tracemalloc.start()
+    try:
+        sink = store.sink("flood", Caps())
+        tracemalloc.reset_peak()
+        written = 0
+        while written < 100 * 1024 * 1024:
+            sink.write(chunk)
+            written += len(chunk)
+        text, meta = sink.finish()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        store.close()
+    assert meta["truncated"] and meta["output_chars"] == written
+    assert len(text) < 32_000
+    assert peak < 4 * 1024 * 1024, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_store_is_removed_on_close():
+    store = ResultStore()
+    sink = store.sink("c1", Caps(10, 2))
+    sink.write("a\nb\nc\nd\n")
+    sink.finish()
+    assert store.path("c1").exists()
+    store.close()
+    assert not store.dir.exists()
