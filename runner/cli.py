@@ -176,6 +176,14 @@ def audit_show(call_id: str = typer.Argument(..., help="a call id, e.g. c3")):
         typer.echo(json.dumps(rec, ensure_ascii=False, indent=2))
 
 
+@app.command("host-shell")
+def host_shell(allow: str = typer.Option(..., "--allow", help="commands allowed: git,gh or git:push,git:pull (NAME[:ARG...])")):
+    """Forced command for authorized_keys: run SSH_ORIGINAL_COMMAND only if allowed, with exec, never a shell."""
+    from .hostshell import main as host_main
+
+    raise typer.Exit(host_main(allow))
+
+
 @images_app.command("build")
 def images_build(
     name: Optional[str] = typer.Argument(None, help="one image (base, runner/base); default: all"),
