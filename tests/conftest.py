@@ -8,6 +8,15 @@ import pytest
 TEST_LABEL = "runner.test"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _audit_log_in_tmp(tmp_path_factory):
+    """Tests never write to the user's audit log."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("RUNNER_AUDIT_LOG", str(tmp_path_factory.mktemp("audit") / "audit.jsonl"))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def docker_client():
     """The real engine. No engine is an error, not a skip: CI always starts one (make test)."""
