@@ -1,0 +1,55 @@
+"""Ship the in-sandbox agent (runner/toolbox, stdlib only) into any sandbox over its stdin.
+
+The sandbox runs `python3 -u -c BOOTSTRAP`; the bootstrap reads one length line and a JSON map
+of module sources, installs an in-memory importer for the package `runner_agent`, and starts
+the agent's JSON-lines loop on the same stdin. Nothing is written to the sandbox's disk, so
+this works with a read-only root, in any image with python3 >= 3.9, and over any transport.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+PACKAGE = "runner_agent"
+
+BOOTSTRAP = r"""
+import sys, json, importlib.abc, importlib.util
+_n = int(sys.stdin.buffer.readline())
+_mods = json.loads(sys.stdin.buffer.read(_n).decode("utf-8"))
+class _Bundle(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name in _mods:
+            return importlib.util.spec_from_loader(name, self, is_package=_mods[name][0])
+        return None
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        is_pkg, src = _mods[module.__name__]
+        exec(compile(src, "<%s>" % module.__name__, "exec"), module.__dict__)
+sys.meta_path.insert(0, _Bundle())
+del _n
+import runner_agent.server
+runner_agent.server.main()
+"""
+
+
+def agent_dir() -> Path:
+    return Path(__file__).resolve().parent / "toolbox"
+
+
+@functools.lru_cache(maxsize=1)
+def payload() -> bytes:
+    """Length line + JSON {module: [is_package, source]} of every module of runner/toolbox."""
+    mods: dict[str, list] = {PACKAGE: [True, ""]}
+    for f in sorted(agent_dir().glob("*.py")):
+        if f.name == "__init__.py":
+            mods[PACKAGE] = [True, f.read_text()]
+        elif f.name != "__main__.py":
+            mods[f"{PACKAGE}.{f.stem}"] = [False, f.read_text()]
+    body = json.dumps(mods).encode()
+    return str(len(body)).encode() + b"\n" + body
+
+
+def argv(python: str = "python3") -> list[str]:
+    return [python, "-u", "-c", BOOTSTRAP]

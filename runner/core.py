@@ -1,0 +1,325 @@
+"""The Runner: validates each tool call, runs it in a sandbox, and reports what came back.
+
+    with Runner(executor="docker", workspace=".") as r:
+        res = r.call("read", {"path": "a.txt"})
+
+Guardrails, in order: allowlist → schema validation → (rate limit → approval, from the policy)
+→ protected paths (in the agent, and read-only mounts for docker) → execute with a timeout →
+truncate → redact → audit.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from .errors import RunnerError
+from .output import OTHER_MAX_CHARS, Caps, ResultStore
+from .results import ToolResult
+
+STREAMING_TOOLS = {"bash", "exec"}
+WRITING_TOOLS = {"write", "edit", "apply_patch"}
+SANDBOX_WORKSPACE = "/workspace"
+CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
+ARGS_MAX_BYTES = 32 * 1024 * 1024
+SANDBOX_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class Runner:
+    """Run tool calls under a policy (a preset name, a YAML file or a Policy; default `default`).
+
+    Keyword shortcuts override the policy: executor, preset, lifecycle, image, runtime,
+    pool_size; any other field through `overrides={"limits.memory": "2g", ...}`.
+    """
+
+    def __init__(self, executor: str | None = None, workspace: str | os.PathLike = ".", policy: Any = None, *,
+                 protect: tuple[str, ...] | list[str] = (), pool_size: int | None = None, session: str | None = None,
+                 preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
+                 runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None) -> None:
+        from .audit import AuditLog
+        from .policy import Policy, load
+        from .policy.protect import Guard, policy_protected_dirs
+        from .policy.ratelimit import RateLimiter
+        from .redact import Redactor
+
+        self.workspace = Path(workspace).expanduser().resolve()
+        if not self.workspace.is_dir():
+            raise RunnerError(f"workspace {self.workspace} is not a directory")
+        base = policy if isinstance(policy, Policy) else load(policy or "default")
+        ov = dict(overrides or {})
+        for key, value in (("sandbox.executor", executor), ("tools.preset", preset), ("sandbox.lifecycle", lifecycle),
+                           ("sandbox.image", image), ("sandbox.runtime", runtime), ("sandbox.pool_size", pool_size),
+                           ("tenant", tenant)):
+            if value is not None:
+                ov[key] = value
+        self.policy = base.effective(protect=list(protect), overrides=ov, workspace=self.workspace)
+        if self.policy.sandbox.executor not in ("docker", "local"):
+            raise RunnerError(f"executor {self.policy.sandbox.executor!r} cannot run tools yet: use docker or local")
+        self.sandbox_env = self.policy.sandbox_env()
+        self.redactor = Redactor(self.policy.resolve_secrets())
+        self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
+        self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
+        self.protected = policy_protected_dirs(self.policy, workspace=self.workspace)
+        self.guard = Guard(self.workspace, self.protected)
+        caps = self.policy.limits.output
+        self.stream_caps = Caps(caps.chars, caps.lines)
+        self.session_id = session or uuid.uuid4().hex[:12]
+        self.store = ResultStore()
+        self._pool = None
+        self._sandbox = None
+        self._lock = threading.RLock()
+        self._count = 0
+        self._closed = False
+
+    @property
+    def lifecycle(self) -> str:
+        return self.policy.sandbox.lifecycle
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> "Runner":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "Runner":
+        from .pool import SandboxPool
+
+        with self._lock:
+            if self._pool is None:
+                size = self.policy.sandbox.pool_size
+                if size is None:
+                    size = 2 if self.lifecycle == "per-call" else 0
+                self._pool = SandboxPool(self._make_sandbox, size)
+                if self.lifecycle == "per-session":
+                    self._sandbox = self._pool.get()
+        return self
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._sandbox is not None:
+                self._sandbox.close()
+                self._sandbox = None
+            if self._pool is not None:
+                self._pool.close()
+            self.store.close()
+            self.limiter.forget(self.session_id)
+
+    # -- tools --------------------------------------------------------------------------
+    def tools(self) -> list:
+        """The specs of the tools this runner allows."""
+        from .schemas import registry
+
+        preset = registry.preset(self.policy.tools.preset)
+        return [s for s in registry.all_specs() if self.policy.tool_gate(s.name, preset) is None]
+
+    def call(self, tool: str, args: dict | None = None, *, call_id: str | None = None) -> ToolResult:
+        """Run one tool call. Never raises for a tool's failure: that is a result with is_error."""
+        with self._lock:
+            if self._closed:
+                raise RunnerError("this Runner is closed")
+            self._count += 1
+            call_id = call_id or f"c{self._count}"
+            t0 = time.monotonic()
+            meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
+            result = self._call(tool, args if args is not None else {}, call_id, meta)
+            result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
+            result = self.redactor.redact_obj(result)
+            if self.audit is not None:
+                self.audit.record_result(call_id=call_id, tool=tool, args=args, result=result,
+                                         session=self.session_id, tenant=self.policy.tenant)
+            return result
+
+    def _call(self, tool: str, args: Any, call_id: str, meta: dict) -> ToolResult:
+        """allowlist → schema validation → rate limit → approval → protected paths → execute."""
+        from .policy.approval import decide
+        from .policy.protect import ProtectedPath
+        from .schemas import registry
+
+        if not registry.exists(tool):
+            names = ", ".join(s.name for s in self.tools())
+            return ToolResult.error(f"unknown tool: {tool}. Tools that exist here: {names}", error_type="validation")
+        refusal = self.policy.tool_gate(tool, registry.preset(self.policy.tools.preset))
+        if refusal:
+            return ToolResult.error(f"{refusal}; allowed here: {', '.join(s.name for s in self.tools())}",
+                                    error_type="gated")
+        try:
+            args = registry.validate_args(tool, args)
+        except registry.ToolArgError as e:
+            return ToolResult.error(str(e), error_type="validation")
+        refused = self.limiter.acquire(self.session_id, tool)
+        if refused is not None:
+            return ToolResult.error(str(refused), error_type="gated", retry_after=refused.retry_after)
+        if registry.get(tool).needs_approval:
+            decision = decide(self.policy.approval, tool, args, redact=self.redactor.redact)
+            if not decision.approved:
+                return ToolResult.error(decision.message, error_type="gated")
+        if tool in WRITING_TOOLS:
+            try:
+                for path in registry.written_paths(tool, args):
+                    self.guard.check_writable(self._host_path(path))
+            except ProtectedPath as e:
+                return ToolResult.error(str(e), error_type="gated")
+            over = self._over_quota(len(str(args.get("content") or args.get("patch") or "").encode()))
+            if over:
+                return ToolResult.error(over, error_type="gated")
+        if tool == "result":
+            return self._result_tool(args)
+        if tool == "refresh_tools":
+            return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()))
+        if tool in STREAMING_TOOLS or "timeout" in args:
+            requested = args.get("timeout")
+            args["timeout"] = self.policy.limits.timeout_for(tool, requested)
+            if requested is not None and args["timeout"] < requested:
+                meta["timeout_capped_to"] = args["timeout"]
+        return self._run_in_sandbox(tool, args, call_id)
+
+    def _over_quota(self, adding: int = 0) -> str | None:
+        """Why a write must be refused under limits.workspace, or None. Checked before every
+        writing tool; a command in bash can still overshoot within one call (see SECURITY.md)."""
+        from .policy.model import format_size
+
+        quota = self.policy.limits.workspace
+        if not quota:
+            return None
+        used = workspace_usage(self.workspace, stop_after=quota + 1)
+        if used + adding > quota:
+            return (f"workspace quota exceeded: {format_size(used)} used of {format_size(quota)} "
+                    f"(this write adds {adding} bytes); remove files (bash rm) to continue")
+        return None
+
+    def _host_path(self, path: str) -> str:
+        """A tool's path as the host sees it (the sandbox sees the workspace at /workspace)."""
+        p = path.lstrip("@")
+        if self.policy.sandbox.executor == "docker" and (p == SANDBOX_WORKSPACE or p.startswith(SANDBOX_WORKSPACE + "/")):
+            p = str(self.workspace) + p[len(SANDBOX_WORKSPACE):]
+        return p
+
+    def _result_tool(self, args: dict) -> ToolResult:
+        text = self.store.page(args["call_id"], args.get("offset") or 1, args.get("limit") or 2000)
+        if text is None:
+            return ToolResult.error(f"no kept output for call_id {args['call_id']}: only truncated outputs of this "
+                                    "session are kept", error_type="validation")
+        return ToolResult(content=text)
+
+    # -- sandboxes ----------------------------------------------------------------------
+    def _acquire(self):
+        if self._pool is None:
+            self.start()
+        if self.lifecycle == "per-call":
+            return self._pool.get()
+        if self._sandbox is None or not self._sandbox.alive:
+            if self._sandbox is not None:
+                self._sandbox.close()
+            self._sandbox = self._pool.get()
+        return self._sandbox
+
+    def _run_in_sandbox(self, tool: str, args: dict, call_id: str) -> ToolResult:
+        from .sandbox import SandboxDied
+
+        timeout = float(args.get("timeout") or self.policy.limits.timeout) + CALL_GRACE
+        caps = self.stream_caps if tool in STREAMING_TOOLS else Caps(OTHER_MAX_CHARS, None)
+        sink = self.store.sink(call_id, caps)
+        try:
+            sandbox = self._acquire()
+        except Exception as e:
+            sink.finish()
+            return ToolResult.error(f"could not start a sandbox: {e}", error_type="execution")
+        try:
+            msg = sandbox.call(call_id, tool, args, timeout, on_output=sink.write)
+        except SandboxDied as e:
+            sink.finish()
+            sandbox.close()
+            if sandbox is self._sandbox:
+                self._sandbox = None
+            return ToolResult.error(f"the sandbox died during this call ({e}). Nothing of this call can be trusted "
+                                    "to have completed; a fresh sandbox will serve the next call.",
+                                    error_type="execution")
+        finally:
+            if self.lifecycle == "per-call":
+                sandbox.close()
+        return self._compose(msg, sink)
+
+    def _compose(self, msg: dict, sink) -> ToolResult:
+        meta = dict(msg.get("meta") or {})
+        content = msg.get("content")
+        is_error = bool(msg.get("is_error"))
+        if meta.get("streamed"):
+            text, tmeta = sink.finish()
+            meta.update(tmeta)
+            suffix = content or ""
+            if text and suffix:
+                text = (text if text.endswith("\n") else text + "\n") + suffix
+            content = text or suffix or "(no output)"
+        elif isinstance(content, str) and len(content) > OTHER_MAX_CHARS:
+            sink.write(content)
+            content, tmeta = sink.finish()
+            meta.update(tmeta)
+        else:
+            sink.finish()
+        if meta.get("timed_out"):
+            meta["error_type"] = "timeout"
+        elif is_error:
+            meta.setdefault("error_type", "execution")
+        return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
+
+    def _make_sandbox(self):
+        from .sandbox import Sandbox
+
+        pol = self.policy
+        hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
+                 "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.sandbox_env)}
+        if pol.sandbox.executor == "local":
+            from executors.local import LocalExecutor
+
+            ws = str(self.workspace)
+            hello.update(workspace=ws, protected=[str(self.workspace / p) for p in self.protected],
+                         roots=[{"path": str(m.host_path(self.workspace)), "read_only": m.mode == "ro"} for m in pol.mounts])
+            return Sandbox(LocalExecutor(self.workspace, env={"PYTHONDONTWRITEBYTECODE": "1"}), hello,
+                           python=sys.executable, cwd=ws)
+        from executors.docker import DockerExecutor, Mount, SandboxConfig
+
+        from .policy.protect import readonly_mounts
+
+        st = self.workspace.stat()
+        mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro")]
+        mounts += [m.to_mount() for m in readonly_mounts(self.workspace, SANDBOX_WORKSPACE, self.protected).mounts]
+        mounts += [m.to_mount(self.workspace) for m in pol.mounts]
+        cfg = SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), network="none", mounts=mounts,
+                            user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
+                            lifecycle="per-call", session=self.session_id, env=SANDBOX_ENV,
+                            labels={"runner.role": "agent"})
+        hello.update(workspace=SANDBOX_WORKSPACE, protected=[f"{SANDBOX_WORKSPACE}/{p}" for p in self.protected],
+                     roots=[{"path": m.target, "read_only": m.mode == "ro"} for m in pol.mounts])
+        return Sandbox(DockerExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)
+
+
+def workspace_usage(root: Path, stop_after: int | None = None) -> int:
+    """Bytes of the regular files under root (links not followed); stops counting past stop_after."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            entries = os.scandir(stack.pop())
+        except OSError:
+            continue
+        with entries:
+            for e in entries:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    elif e.is_file(follow_symlinks=False):
+                        total += e.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if stop_after is not None and total > stop_after:
+                    return total
+    return total

@@ -1,0 +1,175 @@
+"""One pydantic model per built-in tool. Canonical names in the schema; the spellings agents
+already send are accepted as aliases; numbers that arrive as strings are coerced."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+
+def A(*names: str) -> AliasChoices:
+    return AliasChoices(*names)
+
+
+class Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=False)
+
+
+PATH = Field(description="file path, relative to the workspace", validation_alias=A("path", "file_path", "filePath", "file"))
+
+
+class Read(Args):
+    path: str = PATH
+    offset: Optional[int] = Field(None, ge=1, description="1-based first line (default 1)")
+    limit: Optional[int] = Field(None, ge=1, description="lines to show (default: a page of 2000 lines / 50 KiB)")
+
+
+class Write(Args):
+    path: str = PATH
+    content: str = Field(description="the whole new content of the file")
+
+
+class EditItem(Args):
+    old_string: str = Field(validation_alias=A("old_string", "old_text", "oldText", "old_str", "oldString"))
+    new_string: str = Field(validation_alias=A("new_string", "new_text", "newText", "new_str", "newString"))
+    replace_all: bool = Field(False, validation_alias=A("replace_all", "replaceAll"))
+
+
+class Edit(Args):
+    path: str = PATH
+    old_string: Optional[str] = Field(None, description="exact text to replace (unique unless replace_all)",
+                                      validation_alias=A("old_string", "old_text", "oldText", "old_str", "oldString"))
+    new_string: Optional[str] = Field(None, description="replacement text",
+                                      validation_alias=A("new_string", "new_text", "newText", "new_str", "newString"))
+    replace_all: bool = Field(False, description="replace every occurrence", validation_alias=A("replace_all", "replaceAll"))
+    edits: Optional[list[EditItem]] = Field(None, description="several edits applied in order, all or nothing")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> "Edit":
+        if self.edits is None and (self.old_string is None or self.new_string is None):
+            raise ValueError("give old_string and new_string, or edits: [{old_string, new_string}, ...]")
+        if self.edits is not None and self.old_string is not None:
+            raise ValueError("give either old_string/new_string or edits, not both")
+        if self.edits is not None and not self.edits:
+            raise ValueError("edits is empty")
+        return self
+
+
+class ApplyPatch(Args):
+    patch: str = Field(description="'*** Begin Patch' … '*** End Patch' envelope, or a unified diff",
+                       validation_alias=A("patch", "input", "diff"))
+
+
+class Ls(Args):
+    path: str = Field(".", description="directory (default: the workspace)", validation_alias=A("path", "dir", "directory"))
+    depth: int = Field(1, ge=1, le=5, description="levels to descend, 1-5")
+    show_hidden: bool = Field(False, validation_alias=A("show_hidden", "showHidden", "all"))
+
+
+class ReadDir(Args):
+    path: str = Field(".", validation_alias=A("path", "dir", "directory"))
+    show_hidden: bool = Field(True, validation_alias=A("show_hidden", "showHidden", "all"))
+
+
+class Glob(Args):
+    pattern: str = Field(description="glob with ** for any depth, e.g. src/**/*.py")
+    path: str = Field(".", description="directory to search from")
+
+
+class Find(Args):
+    pattern: str = Field(description="glob or substring of a file name")
+    path: str = Field(".")
+    type: Optional[Literal["file", "dir"]] = None
+
+
+class Grep(Args):
+    pattern: str = Field(description="regular expression (Python syntax)", validation_alias=A("pattern", "query", "regex"))
+    path: str = Field(".")
+    include: Optional[str] = Field(None, description="only files matching this glob", validation_alias=A("include", "glob"))
+    exclude: Optional[str] = Field(None, description="skip files matching this glob")
+    ignore_case: bool = Field(False, validation_alias=A("ignore_case", "ignoreCase", "case_insensitive", "i"))
+    literal: bool = Field(False, description="the pattern is plain text", validation_alias=A("literal", "fixed_strings"))
+    context: int = Field(0, ge=0, le=20, description="lines of context around each match", validation_alias=A("context", "C"))
+    max_results: int = Field(100, ge=1, le=10_000)
+
+
+class Bash(Args):
+    command: str = Field(description="a bash command line", validation_alias=A("command", "cmd"))
+    timeout: Optional[float] = Field(None, gt=0, description="seconds (default 120, capped by the policy)")
+    cwd: Optional[str] = Field(None, description="working directory in the workspace",
+                               validation_alias=A("cwd", "workdir", "working_dir"))
+
+
+class Exec(Args):
+    command: str = Field(validation_alias=A("command", "cmd"))
+    timeout: Optional[float] = Field(None, ge=1, le=1800, description="seconds, 1-1800")
+    working_dir: Optional[str] = Field(None, validation_alias=A("working_dir", "cwd", "workdir"))
+    input: Optional[str] = Field(None, description="text for the command's stdin", validation_alias=A("input", "stdin"))
+    background: bool = Field(False, description="start it and answer its pid at once")
+
+
+class Process(Args):
+    action: Literal["list", "status", "poll", "input", "signal", "kill"]
+    pid: Optional[int] = None
+    data: Optional[str] = Field(None, description="text to send (action input)")
+    signal: Optional[str] = Field(None, description="TERM, INT, KILL, HUP, STOP, CONT, USR1, USR2 (action signal)")
+
+
+class Result(Args):
+    call_id: str = Field(description="the call whose kept output to read", validation_alias=A("call_id", "callId", "id"))
+    offset: int = Field(1, ge=1, description="1-based first line")
+    limit: int = Field(2000, ge=1, le=10_000)
+
+
+class HttpFetch(Args):
+    url: str
+    max_bytes: int = Field(50 * 1024, ge=1, le=10 * 1024 * 1024, validation_alias=A("max_bytes", "maxBytes"))
+    timeout: float = Field(30, gt=0, le=300)
+    headers: dict[str, str] = Field(default_factory=dict, description="accept, user-agent, accept-language only")
+
+
+class WebSearch(Args):
+    query: str
+    max_results: int = Field(5, ge=1, le=20)
+
+
+class Empty(Args):
+    pass
+
+
+class GitDiff(Args):
+    staged: bool = False
+    path: Optional[str] = None
+
+
+class GitLog(Args):
+    limit: int = Field(10, ge=1, le=1000)
+
+
+class GitAdd(Args):
+    files: list[str] = Field(min_length=1, max_length=100)
+
+
+class GitCommit(Args):
+    message: str = Field(min_length=1)
+
+
+class GitRemote(Args):
+    remote: str = "origin"
+    branch: Optional[str] = None
+
+
+class Echo(Args):
+    text: str = Field(max_length=10_000)
+
+
+class MemorySearch(Args):
+    query: str
+    max_results: int = Field(5, ge=1, le=50)
+    min_score: float = 0.0
+
+
+class MemoryGet(Args):
+    path: str
+    from_: int = Field(1, ge=1, alias="from", validation_alias=A("from", "from_", "start"))
+    lines: Optional[int] = Field(None, ge=1)

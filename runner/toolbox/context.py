@@ -1,0 +1,28 @@
+"""What the controller's hello says: the workspace, protected places, limits, network rules."""
+from __future__ import annotations
+
+import os
+
+
+class ToolError(Exception):
+    """A tool failure with a message the agent can act on (becomes is_error: true)."""
+
+
+class Ctx:
+    def __init__(self, hello: dict) -> None:
+        self.workspace = os.path.realpath(hello.get("workspace") or os.getcwd())
+        self.protected = [os.path.realpath(p) for p in hello.get("protected") or []]
+        self.protected_lexical = [os.path.normpath(p) for p in hello.get("protected") or []]
+        self.roots = [(os.path.realpath(r["path"]), bool(r.get("read_only"))) for r in hello.get("roots") or []]
+        self.max_write = int(hello.get("max_write_bytes") or 10 * 1024 * 1024)
+        net = hello.get("network") or {}
+        self.net_mode = net.get("mode", "none")
+        self.net_allow = list(net.get("allow") or [])
+        self.search_endpoint = hello.get("search_endpoint")
+        env = dict(os.environ)
+        env.update(hello.get("env") or {})
+        # git refuses a repository owned by another uid unless told it is safe.
+        env.update({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*",
+                    "GIT_TERMINAL_PROMPT": "0"})
+        self.env = env
+        self.send = None  # set by the server: send(dict) writes one protocol line

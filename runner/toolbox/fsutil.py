@@ -1,0 +1,71 @@
+"""Small file helpers shared by the file tools: text detection and atomic replacement."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+from .context import ToolError
+
+IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
+TEXT_BYTES = set(range(32, 127)) | {8, 9, 10, 12, 13, 27}
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL, or over 10 % bytes that are neither printable ASCII nor part of valid UTF-8."""
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    try:
+        head.decode("utf-8")
+        return False
+    except UnicodeDecodeError as e:
+        if e.start >= len(head) - 4:  # a character cut by the 8 KiB window
+            return False
+    odd = sum(1 for b in head if b not in TEXT_BYTES and b < 128) + sum(1 for b in head if b >= 128) // 2
+    return odd > len(head) // 10
+
+
+def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None) -> None:
+    """Write data to a temp file in the same directory, then rename over `real`."""
+    parent = os.path.dirname(real)
+    os.makedirs(parent, exist_ok=True)
+    mode = None
+    src = keep_mode_of or real
+    try:
+        mode = os.stat(src).st_mode & 0o7777
+    except FileNotFoundError:
+        pass
+    fd, tmp = tempfile.mkstemp(prefix=".runner-", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        if os.path.realpath(parent) != parent:
+            raise ToolError(f"the directory {parent} changed while writing; nothing was written")
+        os.replace(tmp, real)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def decode(data: bytes) -> tuple[str, bool, str]:
+    """(text without BOM, had_bom, newline) — newline is '\\r\\n' when the file uses CRLF."""
+    bom = data.startswith(b"\xef\xbb\xbf")
+    text = data[3:].decode("utf-8", errors="replace") if bom else data.decode("utf-8", errors="replace")
+    newline = "\r\n" if "\r\n" in text else "\n"
+    return text, bom, newline
+
+
+def encode(text: str, bom: bool, newline: str) -> bytes:
+    if newline == "\r\n":
+        text = text.replace("\r\n", "\n").replace("\n", "\r\n")
+    return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")

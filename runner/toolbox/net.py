@@ -1,0 +1,190 @@
+"""http_fetch / web_fetch and web_search, under the policy's network rules."""
+from __future__ import annotations
+
+import html.parser
+import ipaddress
+import json
+import socket
+import urllib.parse
+import urllib.request
+
+from .context import Ctx, ToolError
+
+ALLOWED_HEADERS = {"accept", "user-agent", "accept-language"}
+MAX_REDIRECTS = 10
+
+
+def _split(entry: str):
+    """'host:port', '[v6]:port', 'host', '10.0.0.0/24:443' -> (host, ports)."""
+    entry = entry.strip().lower()
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        port = rest.lstrip(":")
+    elif entry.count(":") == 1:
+        host, port = entry.split(":")
+    else:
+        host, port = entry, ""
+    return host, ({int(port)} if port.isdigit() else {80, 443})
+
+
+def _net(host: str):
+    try:
+        return ipaddress.ip_network(host, strict=False)
+    except ValueError:
+        return None
+
+
+def _allowed(ctx: Ctx, host: str, port: int) -> bool:
+    host = host.lower().strip("[]")
+    for entry in ctx.net_allow:
+        h, ports = _split(entry)
+        if port not in ports:
+            continue
+        if h == host:
+            return True
+        net = _net(h)
+        if net is not None and _net(host) is not None and ipaddress.ip_address(host) in net:
+            return True
+    return False
+
+
+def _literal_listed(ctx: Ctx, addr) -> bool:
+    """Only an IP literal or CIDR in the allowlist unlocks a private or local address."""
+    for entry in ctx.net_allow:
+        net = _net(_split(entry)[0])
+        if net is not None and addr in net:
+            return True
+    return False
+
+
+def check_url(ctx: Ctx, url: str):
+    """Refuse before any socket opens: scheme, policy mode, allowlist, resolved addresses."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ToolError(f"only http and https URLs are fetched, not {parts.scheme or 'a bare path'}: {url}")
+    host = parts.hostname
+    if not host:
+        raise ToolError(f"the URL names no host: {url}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    if ctx.net_mode == "none":
+        raise ToolError(f"network access is off in this sandbox (policy network mode none): {host} was not contacted")
+    if not _allowed(ctx, host, port):
+        raise ToolError(f"{host}:{port} is not in the policy's network allowlist; nothing was sent")
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except OSError as e:
+        raise ToolError(f"could not resolve {host}: {e}")
+    for info in infos:
+        addr = ipaddress.ip_address(info[4][0])
+        bad = addr.is_link_local or addr.is_loopback or addr.is_private or addr.is_multicast or addr.is_reserved \
+            or addr.is_unspecified or addr in ipaddress.ip_network("100.64.0.0/10")
+        if bad and not _literal_listed(ctx, addr):
+            raise ToolError(f"{host} resolves to {addr}, a link-local, private or local address that the policy "
+                            "does not list; nothing was sent")
+
+
+class _Text(html.parser.HTMLParser):
+    SKIP = {"script", "style", "noscript", "template", "svg"}
+    BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "pre", "table"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out, self.skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip += 1
+        elif tag in self.BLOCK:
+            self.out.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.skip:
+            self.skip -= 1
+        elif tag in self.BLOCK:
+            self.out.append("\n")
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.out.append(data)
+
+    def text(self) -> str:
+        lines = [" ".join(l.split()) for l in "".join(self.out).split("\n")]
+        return "\n".join(l for l in lines if l)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+
+
+def http_fetch(ctx: Ctx, args: dict):
+    url = args["url"]
+    max_bytes = int(args.get("max_bytes") or 50 * 1024)
+    timeout = float(args.get("timeout") or 30)
+    headers = {}
+    for k, v in (args.get("headers") or {}).items():
+        if k.lower() not in ALLOWED_HEADERS:
+            raise ToolError(f"header {k} is not allowed: only accept, user-agent and accept-language")
+        headers[k] = str(v)
+    headers.setdefault("User-Agent", "runner-http-fetch/1")
+    opener = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+    hops = []
+    for _ in range(MAX_REDIRECTS + 1):
+        check_url(ctx, url)
+        req = urllib.request.Request(url, headers=headers, method="GET")
+        try:
+            resp = opener.open(req, timeout=timeout)
+        except urllib.error.HTTPError as e:
+            resp = e
+        except OSError as e:
+            raise ToolError(f"fetching {url} failed: {getattr(e, 'reason', e)}")
+        status = resp.status if hasattr(resp, "status") else resp.code
+        if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
+            nxt = urllib.parse.urljoin(url, resp.headers["Location"])
+            hops.append(f"{status} {url} -> {nxt}")
+            resp.close()
+            url = nxt
+            continue
+        break
+    else:
+        raise ToolError(f"more than {MAX_REDIRECTS} redirects; last: {url}")
+    ctype = resp.headers.get("Content-Type", "")
+    body = resp.read(max_bytes + 1)
+    resp.close()
+    cut = len(body) > max_bytes
+    body = body[:max_bytes]
+    charset = "utf-8"
+    if "charset=" in ctype:
+        charset = ctype.split("charset=")[-1].split(";")[0].strip() or "utf-8"
+    try:
+        text = body.decode(charset, errors="replace")
+    except LookupError:
+        text = body.decode("utf-8", errors="replace")
+    if "html" in ctype.lower():
+        p = _Text()
+        p.feed(text)
+        text = p.text()
+    head = f"status: {status}\nurl: {url}\ncontent-type: {ctype}\nbytes: {len(body)}{' (cut at max_bytes)' if cut else ''}"
+    if hops:
+        head += "\nredirects: " + "; ".join(hops)
+    return {"content": head + "\n\n" + text, "is_error": status >= 400,
+            "meta": {"status": status, "url": url, "bytes": len(body), "truncated": cut}}
+
+
+def web_search(ctx: Ctx, args: dict):
+    if not ctx.search_endpoint:
+        raise ToolError("web_search is not configured: the policy names no search endpoint (network.search_endpoint)")
+    n = max(1, min(20, int(args.get("max_results") or 5)))
+    url = ctx.search_endpoint + ("&" if "?" in ctx.search_endpoint else "?") + urllib.parse.urlencode(
+        {"q": args["query"], "n": n})
+    res = http_fetch(ctx, {"url": url, "max_bytes": 200 * 1024})
+    text = res["content"].split("\n\n", 1)[-1]
+    try:
+        items = json.loads(text)
+        if isinstance(items, dict):
+            items = items.get("results") or []
+        lines = [f"{i + 1}. {it.get('title', '')}\n   {it.get('url', '')}\n   {it.get('snippet', '')}"
+                 for i, it in enumerate(items[:n])]
+        return "\n".join(lines) or "no results"
+    except (ValueError, AttributeError):
+        return text

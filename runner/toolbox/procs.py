@@ -1,0 +1,255 @@
+"""bash, exec and process: commands in their own process group, output streamed as it comes."""
+from __future__ import annotations
+
+import codecs
+import collections
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from . import paths
+from .context import Ctx, ToolError
+
+CHUNK = 64 * 1024
+KILL_GRACE = 1.5
+JOB_BUFFER = 1024 * 1024
+_jobs: "dict[int, Job]" = {}
+_jobs_lock = threading.Lock()
+
+
+def _shell() -> list:
+    return [shutil.which("bash") or "/bin/sh", "-c"]
+
+
+def _cwd(ctx: Ctx, cwd) -> str:
+    real = paths.resolve(ctx, cwd or ".")
+    if not os.path.isdir(real):
+        raise ToolError(f"working directory not found: {cwd}")
+    return real
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _code(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc
+
+
+def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
+    """Run `command`; send its output as `output` events; return (exit code, timed out)."""
+    proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
+                            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if stdin_text is not None:
+        def feed() -> None:
+            try:
+                proc.stdin.write(stdin_text.encode("utf-8"))
+            except OSError:
+                pass
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        threading.Thread(target=feed, daemon=True).start()
+    fd = proc.stdout.fileno()
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    exited_at = None
+    try:
+        while True:
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                _kill_group(proc.pid, signal.SIGTERM)
+                deadline = now + KILL_GRACE
+            elif timed_out and now >= deadline:
+                _kill_group(proc.pid, signal.SIGKILL)
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            ready = sel.select(timeout=min(0.1, max(0.0, deadline - now)))
+            if not ready:
+                if exited_at is not None and time.monotonic() - exited_at > 0.2:
+                    break  # the shell ended and the pipe is idle: children left in the background hold it
+                continue
+            data = os.read(fd, CHUNK)
+            if not data:
+                break
+            text = dec.decode(data)
+            if text:
+                ctx.send({"op": "output", "id": call_id, "data": text})
+        tail = dec.decode(b"", final=True)
+        if tail:
+            ctx.send({"op": "output", "id": call_id, "data": tail})
+    finally:
+        sel.close()
+        if timed_out:
+            _kill_group(proc.pid, signal.SIGKILL)
+        try:
+            rc = proc.wait(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
+        proc.stdout.close()
+    return (124 if timed_out else _code(rc)), timed_out
+
+
+def _answer(code: int, timed_out: bool, timeout: float):
+    meta = {"streamed": True, "exit_code": code, "timed_out": timed_out}
+    if timed_out:
+        return {"content": f"timed out after {timeout:g}s: the command and all its processes were killed (exit code 124)",
+                "is_error": True, "meta": meta}
+    if code != 0:
+        return {"content": f"exit code: {code}", "is_error": True, "meta": meta}
+    return {"content": "", "is_error": False, "meta": meta}
+
+
+def bash(ctx: Ctx, args: dict, call_id: str = ""):
+    command = args["command"]
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("command is empty")
+    timeout = float(args.get("timeout") or 120)
+    code, timed_out = run_streamed(ctx, call_id, command, _cwd(ctx, args.get("cwd")), timeout)
+    return _answer(code, timed_out, timeout)
+
+
+class Job:
+    def __init__(self, proc: subprocess.Popen, command: str) -> None:
+        self.proc, self.command = proc, command
+        self.started = time.time()
+        self.buf: collections.deque = collections.deque()
+        self.size = 0
+        self.dropped = 0
+        self.unread = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while True:
+            try:
+                data = os.read(self.proc.stdout.fileno(), CHUNK)
+            except OSError:
+                data = b""
+            text = dec.decode(data, final=not data)
+            with self.lock:
+                if text:
+                    self.buf.append(text)
+                    self.size += len(text)
+                    self.unread += len(text)
+                    while self.size > JOB_BUFFER and len(self.buf) > 1:
+                        old = self.buf.popleft()
+                        self.size -= len(old)
+                        self.dropped += len(old)
+            if not data:
+                return
+
+    def state(self) -> dict:
+        rc = self.proc.poll()
+        return {"pid": self.proc.pid, "command": self.command[:200], "running": rc is None,
+                "exit_code": None if rc is None else _code(rc), "runtime_s": round(time.time() - self.started, 1)}
+
+    def newest(self, limit: int = 30_000) -> str:
+        with self.lock:
+            text = "".join(self.buf)
+            self.unread = 0
+        if len(text) > limit:
+            text = f"[... {len(text) - limit + self.dropped} earlier characters not shown]\n" + text[-limit:]
+        elif self.dropped:
+            text = f"[... {self.dropped} earlier characters dropped from the buffer]\n" + text
+        return text
+
+
+def exec_(ctx: Ctx, args: dict, call_id: str = ""):
+    command = args["command"]
+    if not isinstance(command, str) or not command.strip():
+        raise ToolError("command is empty")
+    cwd = _cwd(ctx, args.get("working_dir"))
+    timeout = float(args.get("timeout") or 120)
+    if args.get("background"):
+        proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if args.get("input"):
+            try:
+                proc.stdin.write(args["input"].encode("utf-8"))
+                proc.stdin.flush()
+            except OSError:
+                pass
+        with _jobs_lock:
+            _jobs[proc.pid] = Job(proc, command)
+        return {"content": f"started in the background: pid {proc.pid}. Use the process tool with this pid to "
+                           "poll its output, send input or signals, or kill it.", "meta": {"pid": proc.pid}}
+    code, timed_out = run_streamed(ctx, call_id, command, cwd, timeout, stdin_text=args.get("input"))
+    return _answer(code, timed_out, timeout)
+
+
+SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT, "HUP": signal.SIGHUP,
+           "STOP": signal.SIGSTOP, "CONT": signal.SIGCONT, "USR1": signal.SIGUSR1, "USR2": signal.SIGUSR2,
+           "QUIT": signal.SIGQUIT}
+
+
+def process(ctx: Ctx, args: dict):
+    action = args["action"]
+    with _jobs_lock:
+        jobs = dict(_jobs)
+    if action == "list":
+        if not jobs:
+            return "no background jobs"
+        rows = [j.state() for j in jobs.values()]
+        return "\n".join(f"{r['pid']}  {'running' if r['running'] else 'exited ' + str(r['exit_code'])}  "
+                         f"{r['runtime_s']}s  {r['command']}" for r in rows)
+    pid = args.get("pid")
+    if pid is None:
+        raise ToolError(f"process {action} needs a pid: use action list to see the jobs")
+    job = jobs.get(int(pid))
+    if job is None:
+        raise ToolError(f"no background job with pid {pid}: use action list to see the jobs")
+    st = job.state()
+    status = "running" if st["running"] else f"exited with code {st['exit_code']}"
+    if action == "status":
+        return {"content": f"pid {pid}: {status}, {st['runtime_s']}s, command: {st['command']}", "meta": st}
+    if action == "poll":
+        out = job.newest()
+        return {"content": f"pid {pid}: {status}\n{out if out else '(no output yet)'}", "meta": st}
+    if action == "input":
+        data = args.get("data")
+        if not isinstance(data, str):
+            raise ToolError("process input needs data (a string)")
+        try:
+            job.proc.stdin.write(data.encode("utf-8"))
+            job.proc.stdin.flush()
+        except (OSError, ValueError):
+            raise ToolError(f"pid {pid} no longer reads its input ({status})")
+        return f"sent {len(data)} characters to pid {pid}"
+    if action in ("signal", "kill"):
+        name = "KILL" if action == "kill" else str(args.get("signal") or "TERM").upper().replace("SIG", "")
+        sig = SIGNALS.get(name) if not name.isdigit() else int(name)
+        if sig is None:
+            raise ToolError(f"unknown signal {name}: use one of {', '.join(SIGNALS)}")
+        _kill_group(job.proc.pid, sig)
+        if action == "kill":
+            try:
+                job.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        return f"sent SIG{name if not name.isdigit() else name} to pid {pid}'s process group"
+    raise ToolError(f"unknown action {action}: use list, status, poll, input, signal or kill")
+
+
+def shutdown() -> None:
+    with _jobs_lock:
+        for job in _jobs.values():
+            _kill_group(job.proc.pid, signal.SIGKILL)
+        _jobs.clear()
