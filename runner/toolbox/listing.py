@@ -212,6 +212,7 @@ def grep(ctx: Ctx, args: dict):
                 if exclude and (fnmatch.fnmatch(f, exclude) or fnmatch.fnmatch(rel, exclude)):
                     continue
                 files.append((full, False))
+    files.sort()
     out, matches, cut = [], 0, False
     for full, _ in files:
         try:
