@@ -168,6 +168,8 @@ class Runner:
                     self.guard.check_writable(self._host_path(path))
             except ProtectedPath as e:
                 return ToolResult.error(str(e), error_type="gated")
+            except (OSError, ValueError) as e:
+                return ToolResult.error(f"bad path for {tool}: {e}", error_type="validation")
             over = self._over_quota(len(str(args.get("content") or args.get("patch") or "").encode()))
             if over:
                 return ToolResult.error(over, error_type="gated")

@@ -2,9 +2,18 @@
 already send are accepted as aliases; numbers that arrive as strings are coerced."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+
+def _no_nul(v: str) -> str:
+    if "\x00" in v:
+        raise ValueError("must not contain NUL bytes")
+    return v
+
+
+PathStr = Annotated[str, AfterValidator(_no_nul)]
 
 
 def A(*names: str) -> AliasChoices:
@@ -19,13 +28,13 @@ PATH = Field(description="file path, relative to the workspace", validation_alia
 
 
 class Read(Args):
-    path: str = PATH
+    path: PathStr = PATH
     offset: Optional[int] = Field(None, ge=1, description="1-based first line (default 1)")
     limit: Optional[int] = Field(None, ge=1, description="lines to show (default: a page of 2000 lines / 50 KiB)")
 
 
 class Write(Args):
-    path: str = PATH
+    path: PathStr = PATH
     content: str = Field(description="the whole new content of the file")
 
 
@@ -36,7 +45,7 @@ class EditItem(Args):
 
 
 class Edit(Args):
-    path: str = PATH
+    path: PathStr = PATH
     old_string: Optional[str] = Field(None, description="exact text to replace (unique unless replace_all)",
                                       validation_alias=A("old_string", "old_text", "oldText", "old_str", "oldString"))
     new_string: Optional[str] = Field(None, description="replacement text",
@@ -61,30 +70,30 @@ class ApplyPatch(Args):
 
 
 class Ls(Args):
-    path: str = Field(".", description="directory (default: the workspace)", validation_alias=A("path", "dir", "directory"))
+    path: PathStr = Field(".", description="directory (default: the workspace)", validation_alias=A("path", "dir", "directory"))
     depth: int = Field(1, ge=1, le=5, description="levels to descend, 1-5")
     show_hidden: bool = Field(False, validation_alias=A("show_hidden", "showHidden", "all"))
 
 
 class ReadDir(Args):
-    path: str = Field(".", validation_alias=A("path", "dir", "directory"))
+    path: PathStr = Field(".", validation_alias=A("path", "dir", "directory"))
     show_hidden: bool = Field(True, validation_alias=A("show_hidden", "showHidden", "all"))
 
 
 class Glob(Args):
     pattern: str = Field(description="glob with ** for any depth, e.g. src/**/*.py")
-    path: str = Field(".", description="directory to search from")
+    path: PathStr = Field(".", description="directory to search from")
 
 
 class Find(Args):
     pattern: str = Field(description="glob or substring of a file name")
-    path: str = Field(".")
+    path: PathStr = Field(".")
     type: Optional[Literal["file", "dir"]] = None
 
 
 class Grep(Args):
     pattern: str = Field(description="regular expression (Python syntax)", validation_alias=A("pattern", "query", "regex"))
-    path: str = Field(".")
+    path: PathStr = Field(".")
     include: Optional[str] = Field(None, description="only files matching this glob", validation_alias=A("include", "glob"))
     exclude: Optional[str] = Field(None, description="skip files matching this glob")
     ignore_case: bool = Field(False, validation_alias=A("ignore_case", "ignoreCase", "case_insensitive", "i"))
@@ -96,14 +105,14 @@ class Grep(Args):
 class Bash(Args):
     command: str = Field(description="a bash command line", validation_alias=A("command", "cmd"))
     timeout: Optional[float] = Field(None, gt=0, description="seconds (default 120, capped by the policy)")
-    cwd: Optional[str] = Field(None, description="working directory in the workspace",
+    cwd: Optional[PathStr] = Field(None, description="working directory in the workspace",
                                validation_alias=A("cwd", "workdir", "working_dir"))
 
 
 class Exec(Args):
     command: str = Field(validation_alias=A("command", "cmd"))
     timeout: Optional[float] = Field(None, ge=1, le=1800, description="seconds, 1-1800")
-    working_dir: Optional[str] = Field(None, validation_alias=A("working_dir", "cwd", "workdir"))
+    working_dir: Optional[PathStr] = Field(None, validation_alias=A("working_dir", "cwd", "workdir"))
     input: Optional[str] = Field(None, description="text for the command's stdin", validation_alias=A("input", "stdin"))
     background: bool = Field(False, description="start it and answer its pid at once")
 
@@ -139,7 +148,7 @@ class Empty(Args):
 
 class GitDiff(Args):
     staged: bool = False
-    path: Optional[str] = None
+    path: Optional[PathStr] = None
 
 
 class GitLog(Args):
@@ -147,7 +156,7 @@ class GitLog(Args):
 
 
 class GitAdd(Args):
-    files: list[str] = Field(min_length=1, max_length=100)
+    files: list[PathStr] = Field(min_length=1, max_length=100)
 
 
 class GitCommit(Args):
@@ -170,6 +179,6 @@ class MemorySearch(Args):
 
 
 class MemoryGet(Args):
-    path: str
+    path: PathStr
     from_: int = Field(1, ge=1, alias="from", validation_alias=A("from", "from_", "start"))
     lines: Optional[int] = Field(None, ge=1)
