@@ -1,0 +1,69 @@
+"""`runner tools`, `runner call` and `runner session` as a user types them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+@pytest.mark.parametrize("fmt, key", [("json", "parameters"), ("openai", "function"), ("anthropic", "input_schema"),
+                                      ("mcp", "inputSchema")])
+def test_tools_formats(run_cli, fmt, key):
+    p = run_cli("tools", "--format", fmt)
+    specs = json.loads(p.stdout)
+    assert p.returncode == 0 and key in specs[0]
+    names = {s.get("name") or s["function"]["name"] for s in specs}
+    assert names == {"read", "write", "edit", "apply_patch", "bash", "ls", "glob", "grep", "result"}  # default: coding
+
+
+def test_tools_table_preset_and_prompt(run_cli):
+    p = run_cli("tools", "--preset", "git")
+    assert p.returncode == 0 and "git_commit" in p.stdout.decode() and "builtin" in p.stdout.decode()
+    p = run_cli("tools", "--prompt")
+    assert p.stdout.decode().startswith("# Tools") and "## edit" in p.stdout.decode()
+    p = run_cli("tools", "--format", "yaml")
+    assert p.returncode == 2 and "unknown format" in p.stderr.decode()
+
+
+def test_call_prints_the_result_and_exits_by_is_error(run_cli, tmp_path):
+    (tmp_path / "a.txt").write_text("hello\n")
+    p = run_cli("call", "read", '{"path": "a.txt"}', "--workspace", str(tmp_path))
+    res = json.loads(p.stdout)
+    assert p.returncode == 0 and res["content"] == "     1\thello" and res["is_error"] is False
+    assert res["meta"]["tool"] == "read"
+    p = run_cli("call", "read", '{"path": "missing.txt"}', "--workspace", str(tmp_path), "--executor", "local")
+    assert p.returncode == 1 and json.loads(p.stdout)["is_error"]
+    p = run_cli("call", "read", "{not json", "--workspace", str(tmp_path))
+    assert p.returncode == 2 and "not valid JSON" in p.stderr.decode() and p.stdout == b""
+    p = run_cli("call", "read", "{}", "--workspace", str(tmp_path / "nope"))
+    assert p.returncode == 1 and "not a directory" in p.stderr.decode()
+
+
+def test_session_answers_in_order_with_one_sandbox(run_cli, tmp_path):
+    calls = [{"id": 1, "tool": "write", "args": {"path": "n.txt", "content": "1\n"}},
+             {"id": "b", "tool": "bash", "args": {"command": "cat n.txt; echo $$ > /tmp/pid; hostname"}},
+             "not json",
+             {"id": 3, "tool": "nope", "args": {}},
+             {"id": 4, "tool": "bash", "args": {"command": "cat /tmp/pid >/dev/null && hostname"}}]
+    stdin = "\n".join(c if isinstance(c, str) else json.dumps(c) for c in calls) + "\n"
+    p = run_cli("session", "--workspace", str(tmp_path), input=stdin.encode())
+    out = [json.loads(line) for line in p.stdout.decode().splitlines()]
+    assert p.returncode == 0 and [o["id"] for o in out] == [1, "b", None, 3, 4]
+    assert out[0]["content"] == "wrote 2 bytes to n.txt"
+    assert out[1]["content"].startswith("1")
+    host = out[1]["content"].splitlines()[-1]
+    assert out[4]["content"].strip() == host  # the same sandbox throughout (its /tmp and hostname)
+    assert out[2]["is_error"] and "line 3" in out[2]["content"]
+    assert out[3]["is_error"] and "unknown tool: nope" in out[3]["content"]
+
+
+def test_policy_option_and_protect(run_cli, tmp_path):
+    (tmp_path / "keep").mkdir()
+    p = run_cli("call", "write", '{"path": "keep/x", "content": "1"}', "--workspace", str(tmp_path), "--protect", "keep")
+    assert p.returncode == 1 and "protected directory" in json.loads(p.stdout)["content"]
+    p = run_cli("call", "write", '{"path": "x", "content": "1"}', "--workspace", str(tmp_path), "--policy", "readonly")
+    assert p.returncode == 1 and "switched off by the policy readonly" in json.loads(p.stdout)["content"]
+    p = run_cli("call", "ls", "{}", "--workspace", str(tmp_path), "--policy", "no-such-policy")
+    assert p.returncode == 2 and "no-such-policy" in p.stderr.decode()
