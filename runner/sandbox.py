@@ -130,9 +130,11 @@ class Sandbox:
                 continue
             stream, data = item
             if stream == "eof":
-                code = self.proc.wait(timeout=2)
-                oom = code == 137 and self.proc.oom_killed()
-                why = "out of memory" if oom else f"exit status {code}"
+                try:
+                    code = self.proc.wait(timeout=2)
+                    why = "out of memory" if code == 137 and self.proc.oom_killed() else f"exit status {code}"
+                except Exception as e:  # the engine lost it too
+                    why = f"gone: {e}"
                 self._die(f"the sandbox ended ({why})")
             elif stream == "stdout":
                 self._buf += data

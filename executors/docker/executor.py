@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import uuid
 import threading
 import time
 
@@ -33,6 +34,7 @@ class DockerExecutor(Executor):
         self.config = config or SandboxConfig(**fields)
         self.config.validate_mounts()
         self.base_url = base_url
+        self.instance = uuid.uuid4().hex[:12]  # labels this executor's own containers
         self._client = client
         self.container = None
         self._lock = threading.Lock()
@@ -52,7 +54,7 @@ class DockerExecutor(Executor):
                 self.container.start()
 
     def stop(self) -> None:
-        """Remove the session container, and any per-call container of this session that an
+        """Remove the session container, and any per-call container of this executor that an
         interrupt caught between its creation and its hand-over (belt and braces)."""
         with self._lock:
             c, self.container = self.container, None
@@ -62,7 +64,7 @@ class DockerExecutor(Executor):
             except Exception:
                 pass
         if self.config.lifecycle == "per-call" and self._client is not None:
-            mine = [f"{L.SESSION}={self.config.session}", f"{L.OWNER_PID}={os.getpid()}"]
+            mine = [f"{L.EXECUTOR}={self.instance}", f"{L.OWNER_PID}={os.getpid()}"]
             try:
                 for left in self._client.containers.list(all=True, filters={"label": mine}):
                     left.remove(force=True)
@@ -71,7 +73,8 @@ class DockerExecutor(Executor):
 
     def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None):
         cfg = self.config
-        kw, host = create_kwargs(cfg, L.make_labels(cfg.session, cfg.ttl, role=role, extra=cfg.labels))
+        labels = L.make_labels(cfg.session, cfg.ttl, role=role, extra={**cfg.labels, L.EXECUTOR: self.instance})
+        kw, host = create_kwargs(cfg, labels)
         kw.update(command=cmd, host_config=self.client.api.create_host_config(**host))
         if stdin:
             kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce

@@ -13,6 +13,7 @@ SESSION = "runner.session"
 CREATED = "runner.created"
 EXPIRES = "runner.expires"
 ROLE = "runner.role"
+EXECUTOR = "runner.executor"  # one DockerExecutor instance
 
 
 def process_start_time(pid: int) -> str | None:

@@ -207,8 +207,13 @@ class ContainerProcess(DockerStreamProcess):
     def wait(self, timeout: float | None = None) -> int | None:
         if self._code is not None:
             return self._code
+        import docker.errors
+
         try:
             res = self.container.wait(timeout=timeout if timeout is not None else None)
+        except docker.errors.NotFound:  # removed under us: it was killed
+            self._code = 137
+            return self._code
         except Exception as e:  # requests' ReadTimeout / ConnectionError
             if "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower():
                 return None

@@ -1,0 +1,76 @@
+"""Sandbox lifecycles and the warm pool, against the real engine."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from runner import Runner
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def hostname(r) -> str:
+    return r.call("bash", {"command": "hostname"}).text.strip()
+
+
+def test_per_session_keeps_one_sandbox(tmp_path):
+    with Runner(executor="docker", workspace=tmp_path) as r:
+        first = hostname(r)
+        r.call("bash", {"command": "echo kept > /tmp/state"})
+        assert hostname(r) == first
+        assert r.call("bash", {"command": "cat /tmp/state"}).text.strip() == "kept"
+
+
+def test_per_call_gives_every_call_a_fresh_sandbox_from_the_pool(tmp_path, docker_client):
+    with Runner(executor="docker", workspace=tmp_path, lifecycle="per-call", pool_size=2) as r:
+        names = [hostname(r) for _ in range(4)]
+        assert len(set(names)) == 4  # never reused
+        r.call("bash", {"command": "echo gone > /tmp/state; echo kept > state.txt"})
+        assert "No such file" in r.call("bash", {"command": "cat /tmp/state"}).text
+        assert r.call("read", {"path": "state.txt"}).text.endswith("kept")
+        deadline = time.monotonic() + 60
+        while r._pool.ready < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert r._pool.ready == 2
+        mine = docker_client.containers.list(filters={"label": f"runner.session={r.session_id}"})
+        assert len(mine) == 2  # the two warm, never-used ones, and nothing else
+
+
+def test_the_pool_is_emptied_when_its_owner_exits(tmp_path, docker_client):
+    script = (f"import time, sys\nfrom runner import Runner\n"
+              f"r = Runner(executor='docker', workspace={str(tmp_path)!r}, lifecycle='per-call', pool_size=2).start()\n"
+              "while r._pool.ready < 2: time.sleep(0.05)\nprint('ready', flush=True)\n")  # exits without close()
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "ready", p.stderr
+    # Had the pool not been emptied at exit, its containers would now be orphans (owner gone).
+    from executors.docker.labels import orphan_reason
+
+    orphans = [c for c in docker_client.containers.list(all=True, filters={"label": "runner.managed=true"})
+               if orphan_reason(c.labels)]
+    assert orphans == []
+
+
+def test_files_belong_to_the_workspace_owner(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.chown(ws, 1000, 1000)
+    with Runner(executor="docker", workspace=ws) as r:
+        assert r.call("bash", {"command": "id -u; touch made-by-bash; mkdir d"}).text.strip() == "1000"
+        r.call("write", {"path": "made-by-write", "content": "x"})
+    for name in ("made-by-bash", "d", "made-by-write"):
+        st = (ws / name).stat()
+        assert (st.st_uid, st.st_gid) == (1000, 1000), name
+
+
+def test_a_closed_runner_refuses_and_close_is_idempotent(tmp_path):
+    r = Runner(executor="local", workspace=tmp_path).start()
+    r.close()
+    r.close()
+    from runner.errors import RunnerError
+
+    with pytest.raises(RunnerError):
+        r.call("ls", {})
