@@ -69,6 +69,8 @@ class SandboxConfig(BaseModel):
     image: str = DEFAULT_IMAGE
     limits: Limits = Field(default_factory=lambda: DEFAULT_LIMITS.model_copy())
     network: str = "none"
+    dns: list[str] | None = Field(default=None, description="the container's upstream DNS servers; "
+                                  "['127.0.0.1'] makes them a dead end (egress allowlist mode)")
     mounts: list[Mount] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     user: str = "1000:1000"
@@ -134,6 +136,8 @@ def create_kwargs(cfg: SandboxConfig, labels: dict[str, str]) -> tuple[dict, dic
     )
     if cfg.runtime:
         host["runtime"] = cfg.runtime
+    if cfg.dns is not None:
+        host["dns"] = list(cfg.dns)
     container = dict(image=cfg.image, user=cfg.user, environment=dict(cfg.env), labels=labels,
                      working_dir=cfg.workdir, network_disabled=cfg.network == "none")
     return container, host
