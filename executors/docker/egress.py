@@ -1,0 +1,364 @@
+"""Network allowlist mode for the docker backend: a sandbox network that reaches only an egress
+proxy, which reaches only the allowlist.
+
+    with Egress(client, session, allow=["pypi.org:443"], labels=...) as eg:
+        cfg = SandboxConfig(network=eg.sandbox_network, dns=eg.sandbox_dns, env={**env, **eg.proxy_env}, ...)
+
+What `start()` builds (and `stop()` removes, also after a failed start):
+- `runner-egress-<session>-in`: an internal bridge network for the sandbox side;
+- `runner-egress-<session>-out`: a normal bridge network, the proxy's route out (per session,
+  so no other container shares a network with the proxy's outside leg);
+- the proxy container (hardened, labelled for `runner gc`) on both, alias `egress-proxy` inside,
+  running `egress_proxy.py` from the image's own python3;
+- host firewall rules, each tagged with the comment `runner-egress:<session>`:
+    INPUT        -i BR_IN -j DROP                                  (the sandbox never reaches the host)
+    DOCKER-USER  -i BR_IN -o BR_IN -s SUBNET -d PROXY -p tcp --dport 3128 -j RETURN
+    DOCKER-USER  -i BR_IN -o BR_IN -s PROXY -d SUBNET -p tcp --sport 3128 -j RETURN
+    DOCKER-USER  -i BR_IN -j DROP                                  (nothing else from the sandbox side)
+    DOCKER-USER  -o BR_IN -j DROP                                  (nothing else into it)
+  at the top of their chains (FORWARD when the engine made no DOCKER-USER chain)
+  and the INPUT / FORWARD drops with ip6tables when the host has IPv6. A Docker `--internal`
+  network alone still lets a container reach every service on the host's own addresses.
+
+Docker's embedded DNS (127.0.0.11) forwards names it does not know to the container's upstream
+servers even on an internal network (seen on Docker 20.10: the query left the container's
+namespace for the host's resolver and only the bridge's iptables rules stopped it; with a resolver
+on the host's loopback the engine would even send it from the host itself). So the sandbox gets
+`dns=["127.0.0.1"]` (`sandbox_dns`): its upstream is its own loopback, where nothing listens; the
+proxy's alias is still answered by the embedded resolver.
+"""
+from __future__ import annotations
+
+import inspect
+import ipaddress
+import json
+import os
+import shutil
+import subprocess
+import time
+
+from ..errors import ExecutorError, InvalidConfig
+from . import egress_proxy
+from . import labels as L
+from .config import DEFAULT_IMAGE
+
+PROXY_ALIAS = "egress-proxy"
+PROXY_PORT = 3128
+SANDBOX_DNS = ["127.0.0.1"]
+COMMENT_PREFIX = "runner-egress:"
+
+
+class EgressUnavailable(ExecutorError):
+    """Allowlist mode cannot be made safe here (no iptables, no bridge, proxy did not start)."""
+
+
+def network_names(session: str) -> tuple[str, str]:
+    return f"runner-egress-{session}-in", f"runner-egress-{session}-out"
+
+
+def _proxy_source() -> str:
+    return inspect.getsource(egress_proxy)
+
+
+class Firewall:
+    """Host iptables rules of one session, all tagged with one comment so they can be found and
+    removed even by another process (`remove_session_rules`)."""
+
+    def __init__(self, session: str) -> None:
+        self.comment = COMMENT_PREFIX + session
+        self.iptables = shutil.which("iptables")
+        self.ip6tables = shutil.which("ip6tables")
+
+    @staticmethod
+    def _run(tool: str, args: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        res = subprocess.run([tool, "-w", "10", *args], capture_output=True, text=True, timeout=60)
+        if check and res.returncode != 0:
+            raise EgressUnavailable(f"`{os.path.basename(tool)} {' '.join(args)}` failed: {res.stderr.strip()[:300]}")
+        return res
+
+    def check(self) -> None:
+        if os.geteuid() != 0:
+            raise EgressUnavailable("network allowlist mode needs root to install host firewall rules "
+                                    "(iptables); refusing to run the sandbox with the host open")
+        if not self.iptables:
+            raise EgressUnavailable("network allowlist mode needs iptables on the Docker host to close the host "
+                                    "off from the sandbox network; install iptables or use network mode none")
+        res = self._run(self.iptables, ["-S", "INPUT"], check=False)
+        if res.returncode != 0:
+            raise EgressUnavailable(f"iptables does not work here ({res.stderr.strip()[:200]}); "
+                                    "refusing allowlist mode rather than run with the host open")
+        if self._ipv6_on() and not self.ip6tables:
+            raise EgressUnavailable("the host has IPv6 but no ip6tables: cannot close the host off the sandbox "
+                                    "network; install ip6tables or use network mode none")
+
+    @staticmethod
+    def _ipv6_on() -> bool:
+        try:
+            with open("/proc/sys/net/ipv6/conf/all/disable_ipv6") as f:
+                return f.read().strip() == "0"
+        except OSError:
+            return False
+
+    def _forward_chain(self, tool: str) -> str:
+        return "DOCKER-USER" if self._run(tool, ["-S", "DOCKER-USER"], check=False).returncode == 0 else "FORWARD"
+
+    def install(self, bridge: str, subnet: str, proxy_ip: str, port: int) -> None:
+        tag = ["-m", "comment", "--comment", self.comment]
+        fwd = self._forward_chain(self.iptables)
+        rules = [
+            ("INPUT", ["-i", bridge, *tag, "-j", "DROP"]),
+            (fwd, ["-i", bridge, "-o", bridge, "-s", subnet, "-d", proxy_ip, "-p", "tcp", "--dport", str(port),
+                   *tag, "-j", "RETURN"]),
+            (fwd, ["-i", bridge, "-o", bridge, "-s", proxy_ip, "-d", subnet, "-p", "tcp", "--sport", str(port),
+                   *tag, "-j", "RETURN"]),
+            (fwd, ["-i", bridge, *tag, "-j", "DROP"]),
+            (fwd, ["-o", bridge, *tag, "-j", "DROP"]),
+        ]
+        # Each rule goes in at position 1, last first: our rules keep their order at the top of
+        # the chain even when another session inserts its own at the same time. (Nothing runs on
+        # the network yet, so the moment where the drops precede the returns harms no one.)
+        for chain, spec in reversed(rules):
+            self._run(self.iptables, ["-I", chain, "1", *spec])
+        if self._ipv6_on() and self.ip6tables:
+            fwd6 = self._forward_chain(self.ip6tables)
+            self._run(self.ip6tables, ["-I", "INPUT", "1", "-i", bridge, *tag, "-j", "DROP"])
+            self._run(self.ip6tables, ["-I", fwd6, "1", "-i", bridge, *tag, "-j", "DROP"])
+            self._run(self.ip6tables, ["-I", fwd6, "1", "-o", bridge, *tag, "-j", "DROP"])
+
+    def rules(self) -> list[tuple[str, str]]:
+        """(tool, '-A CHAIN ...') of every rule carrying this session's comment."""
+        found = []
+        for tool in (self.iptables, self.ip6tables):
+            if not tool:
+                continue
+            res = self._run(tool, ["-S"], check=False)
+            for line in res.stdout.splitlines():
+                if line.startswith("-A ") and _has_comment(line, self.comment):
+                    found.append((tool, line))
+        return found
+
+    def remove(self) -> list[str]:
+        """Delete every rule of this session; return the ones that could not be deleted."""
+        failed = []
+        for tool, line in self.rules():
+            import shlex
+
+            spec = shlex.split(line)
+            spec[0] = "-D"
+            if self._run(tool, spec, check=False).returncode != 0:
+                failed.append(line)
+        return failed
+
+
+def _has_comment(line: str, comment: str) -> bool:
+    import shlex
+
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return False
+    return any(w == "--comment" and i + 1 < len(words) and words[i + 1] == comment for i, w in enumerate(words))
+
+
+def remove_session_rules(session: str) -> list[str]:
+    """Remove the firewall rules of `session` (for a reaper); return those that stayed."""
+    return Firewall(session).remove()
+
+
+class Egress:
+    """Networks, proxy container and host firewall of one session's allowlist mode."""
+
+    def __init__(self, client, session: str, allow: list[str], *, labels: dict[str, str] | None = None,
+                 ttl: float = 24 * 3600, image: str = DEFAULT_IMAGE, extra_hosts: dict[str, str] | None = None,
+                 max_conns: int = 64, idle_timeout: float = 120, connect_timeout: float = 10,
+                 memory: str = "64m", pids: int = 64, ready_timeout: float = 20) -> None:
+        if not session or any(c not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-" for c in session):
+            raise InvalidConfig(f"bad session name {session!r}: use letters, digits, '.', '_' and '-'")
+        try:
+            egress_proxy.parse_allow(allow)
+        except ValueError as e:
+            raise InvalidConfig(str(e)) from None
+        self.client = client
+        self.session = session
+        self.allow = list(allow)
+        self.labels = dict(labels or {})
+        self.ttl = ttl
+        self.image = image
+        self.extra_hosts = dict(extra_hosts or {})
+        self.limits = dict(max_conns=max_conns, idle_timeout=idle_timeout, connect_timeout=connect_timeout)
+        self.memory, self.pids, self.ready_timeout = memory, pids, ready_timeout
+        self.inside_name, self.outside_name = network_names(session)
+        self.firewall = Firewall(session)
+        self.inside = self.outside = self.proxy = None
+        self.bridge: str | None = None
+        self.subnet: str | None = None
+        self.proxy_ip: str | None = None
+
+    # -- what the sandbox needs -------------------------------------------------------------
+    @property
+    def sandbox_network(self) -> str:
+        """The network to give the sandbox (SandboxConfig.network)."""
+        return self.inside_name
+
+    @property
+    def outside_network(self) -> str:
+        """The proxy's network with a route out (tests attach the servers they run here)."""
+        return self.outside_name
+
+    @property
+    def sandbox_dns(self) -> list[str]:
+        """SandboxConfig.dns: an upstream that is a dead end, so DNS cannot carry data out."""
+        return list(SANDBOX_DNS)
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://{PROXY_ALIAS}:{PROXY_PORT}"
+
+    @property
+    def proxy_env(self) -> dict[str, str]:
+        u = self.proxy_url
+        return {"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
+                "ALL_PROXY": u, "all_proxy": u, "NO_PROXY": "", "no_proxy": ""}
+
+    def sandbox_config_fields(self) -> dict:
+        """The SandboxConfig fields allowlist mode sets (merge `env` with the sandbox's own)."""
+        return {"network": self.sandbox_network, "dns": self.sandbox_dns, "env": self.proxy_env}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def __enter__(self) -> "Egress":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        self.firewall.check()
+        try:
+            self._start()
+        except BaseException:
+            try:
+                self.stop()
+            except Exception:
+                pass
+            raise
+
+    def _start(self) -> None:
+        from .engine import require_image
+
+        require_image(self.client, self.image)
+        net_labels = L.make_labels(self.session, self.ttl, role="egress-network", extra=self.labels)
+        self.inside = self.client.networks.create(self.inside_name, driver="bridge", internal=True,
+                                                  labels=net_labels, check_duplicate=True)
+        self.outside = self.client.networks.create(self.outside_name, driver="bridge", internal=False,
+                                                   labels=net_labels, check_duplicate=True)
+        self.inside.reload()
+        info = self.inside.attrs
+        self.bridge = (info.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{info['Id'][:12]}"
+        configs = (info.get("IPAM") or {}).get("Config") or []
+        v4 = [c["Subnet"] for c in configs if c.get("Subnet") and ipaddress.ip_network(c["Subnet"]).version == 4]
+        if not v4:
+            raise EgressUnavailable(f"network {self.inside_name} has no IPv4 subnet: {configs}")
+        self.subnet = v4[0]
+        if not os.path.exists(f"/sys/class/net/{self.bridge}"):
+            raise EgressUnavailable(f"the bridge {self.bridge} of {self.inside_name} is not on this host: allowlist "
+                                    "mode needs a local engine whose bridges it can firewall")
+        self.proxy = self._create_proxy()
+        self.inside.connect(self.proxy, aliases=[PROXY_ALIAS])
+        # The engine gives addresses at start; no sandbox is on the network before we return.
+        self.proxy.start()
+        self.proxy.reload()
+        self.proxy_ip = self.proxy.attrs["NetworkSettings"]["Networks"][self.inside_name]["IPAddress"]
+        if not self.proxy_ip or ipaddress.ip_address(self.proxy_ip) not in ipaddress.ip_network(self.subnet):
+            raise EgressUnavailable(f"the egress proxy got no address on {self.inside_name} ({self.proxy_ip!r})")
+        self.firewall.install(self.bridge, self.subnet, self.proxy_ip, PROXY_PORT)
+        self._wait_ready()
+
+    def _create_proxy(self):
+        cfg = {"allow": self.allow, "port": PROXY_PORT, "clients": [self.subnet], **self.limits}
+        from docker.types import LogConfig
+
+        return self.client.containers.create(
+            self.image,
+            ["python3", "-I", "-u", "-c", _proxy_source(), json.dumps(cfg)],
+            name=f"runner-egress-{self.session}",
+            user="65534:65534",
+            labels=L.make_labels(self.session, self.ttl, role="egress-proxy", extra=self.labels),
+            network=self.outside_name,
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges:true"],
+            read_only=True,
+            init=True,
+            pids_limit=self.pids,
+            mem_limit=self.memory,
+            memswap_limit=self.memory,
+            nano_cpus=int(0.5e9),
+            ipc_mode="private",
+            extra_hosts=self.extra_hosts or None,
+            log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+            environment={},
+        )
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        while True:
+            logs = self.proxy.logs(stdout=True, stderr=True).decode(errors="replace")
+            if egress_proxy.READY in logs:
+                return
+            self.proxy.reload()
+            if self.proxy.status not in ("created", "running") or time.monotonic() > deadline:
+                raise EgressUnavailable(f"the egress proxy did not start ({self.proxy.status}): {logs.strip()[-500:]}")
+            time.sleep(0.05)
+
+    def logs(self) -> str:
+        """The proxy's log: one line per connection allowed or refused."""
+        if self.proxy is None:
+            return ""
+        return self.proxy.logs(stdout=True, stderr=True).decode(errors="replace")
+
+    def stop(self) -> None:
+        """Remove the proxy, the networks (disconnecting whatever is still on them) and the
+        firewall rules. Raises EgressUnavailable naming what could not be removed."""
+        import docker.errors
+
+        problems = []
+        proxy, self.proxy = self.proxy, None
+        try:
+            (proxy or self.client.containers.get(f"runner-egress-{self.session}")).remove(force=True)
+        except docker.errors.NotFound:
+            pass
+        except Exception as e:
+            problems.append(f"proxy container: {e}")
+        networks_gone = True
+        for name in (self.inside_name, self.outside_name):
+            try:
+                net = self.client.networks.get(name)
+            except docker.errors.NotFound:
+                continue
+            except Exception as e:
+                problems.append(f"network {name}: {e}")
+                networks_gone = False
+                continue
+            try:
+                net.reload()
+                for cid in (net.attrs.get("Containers") or {}):
+                    try:
+                        net.disconnect(cid, force=True)
+                    except docker.errors.APIError:
+                        pass
+                net.remove()
+            except docker.errors.NotFound:
+                pass
+            except Exception as e:
+                problems.append(f"network {name}: {e}")
+                networks_gone = False
+        self.inside = self.outside = None
+        # The host stays closed off while a sandbox bridge may still exist.
+        if networks_gone:
+            left = self.firewall.remove()
+            if left:
+                problems.append(f"firewall rules: {left}")
+        else:
+            problems.append(f"firewall rules tagged {self.firewall.comment!r} kept while the network remains")
+        if problems:
+            raise EgressUnavailable("egress teardown left things behind: " + "; ".join(problems))
