@@ -132,7 +132,8 @@ class Runner:
             meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
             result = self._call(tool, args if args is not None else {}, call_id, meta)
             result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
-            result = self.redactor.redact_obj(result)
+            result.content = self.redactor.redact_obj(result.content)
+            result.meta = {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in result.meta.items()}
             if self.audit is not None:
                 self.audit.record_result(call_id=call_id, tool=tool, args=args, result=result,
                                          session=self.session_id, tenant=self.policy.tenant)
@@ -233,12 +234,10 @@ class Runner:
         try:
             sandbox = self._acquire()
         except Exception as e:
-            sink.finish()
             return ToolResult.error(f"could not start a sandbox: {e}", error_type="execution")
         try:
             msg = sandbox.call(call_id, tool, args, timeout, on_output=sink.write)
         except SandboxDied as e:
-            sink.finish()
             sandbox.close()
             if sandbox is self._sandbox:
                 self._sandbox = None
@@ -265,8 +264,6 @@ class Runner:
             sink.write(content)
             content, tmeta = sink.finish()
             meta.update(tmeta)
-        else:
-            sink.finish()
         if meta.get("timed_out"):
             meta["error_type"] = "timeout"
         elif is_error:

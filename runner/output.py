@@ -63,11 +63,13 @@ class ResultStore:
 
 
 class OutputSink:
-    """Receives text as it comes; writes all of it to disk; memory stays flat."""
+    """Receives text as it comes. Small outputs stay in memory; past the caps everything goes
+    to a spill file on disk, so memory stays flat however much arrives."""
 
     def __init__(self, path: Path, call_id: str, caps: Caps) -> None:
         self.path, self.call_id, self.caps = path, call_id, caps
-        self.f = open(path, "w", encoding="utf-8", newline="")
+        self.f = None
+        self.buf: list[str] = []
         self.chars = 0
         self.newlines = 0
         self.ends_with_newline = True
@@ -75,10 +77,16 @@ class OutputSink:
     def write(self, text: str) -> None:
         if not text:
             return
-        self.f.write(text)
         self.chars += len(text)
         self.newlines += text.count("\n")
         self.ends_with_newline = text.endswith("\n")
+        if self.f is None:
+            self.buf.append(text)
+            if self.chars <= self.caps.chars and (self.caps.lines is None or self.newlines <= self.caps.lines):
+                return
+            self.f = open(self.path, "w", encoding="utf-8", newline="")
+            text, self.buf = "".join(self.buf), []
+        self.f.write(text)
 
     @property
     def lines(self) -> int:
@@ -86,14 +94,11 @@ class OutputSink:
 
     def finish(self) -> tuple[str, dict]:
         """(text for the answer, truncation meta). Whole if within caps, else head + notice + tail."""
-        self.f.close()
         caps = self.caps
         meta = {"output_chars": self.chars, "output_lines": self.lines, "truncated": False}
-        if self.chars <= caps.chars and (caps.lines is None or self.lines <= caps.lines):
-            text = self.path.read_text(encoding="utf-8", errors="replace") if self.chars else ""
-            if not text:
-                os.unlink(self.path)
-            return text, meta
+        if self.f is None:
+            return "".join(self.buf), meta
+        self.f.close()
         head_chars, tail_chars = caps.chars // 2, caps.chars - caps.chars // 2
         head_lines = tail_lines = None
         if caps.lines is not None:

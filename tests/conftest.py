@@ -25,8 +25,16 @@ def docker_client():
     return connect()
 
 
-def _ours(client) -> set[str]:
-    return {c.id for c in client.containers.list(all=True, filters={"label": "runner.managed=true"})}
+def _ours(client) -> dict[str, dict]:
+    return {c.id: c.labels for c in client.containers.list(all=True, filters={"label": "runner.managed=true"})}
+
+
+def _leaked(labels: dict) -> bool:
+    """Made by this process, or by a process that is gone (a CLI run by the test). Containers
+    of other live processes (another test run on this machine) are not this test's."""
+    from executors.docker.labels import orphan_reason
+
+    return labels.get("runner.owner.pid") == str(os.getpid()) or orphan_reason(labels) is not None
 
 
 @pytest.fixture
@@ -34,7 +42,7 @@ def no_leaks(docker_client):
     """Fail a test that leaves a runner container behind (and remove what it left)."""
     before = _ours(docker_client)
     yield
-    left = _ours(docker_client) - before
+    left = {cid for cid, labels in _ours(docker_client).items() if cid not in before and _leaked(labels)}
     for cid in left:
         try:
             docker_client.containers.get(cid).remove(force=True)
