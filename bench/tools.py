@@ -1,0 +1,74 @@
+"""Tool-call figures for `make bench`: the full Runner against a local fork and `docker exec`."""
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.run import IMAGE, LABEL, run, timed
+
+
+def tools_section(n: int):
+    from runner import Runner
+
+    ws = Path(tempfile.mkdtemp(prefix="runner-bench-"))
+    (ws / "a.txt").write_text("".join(f"line {i}\n" for i in range(200)))
+    calls = n * 10
+    rows_call, rows_start, rows_rate = [], [], []
+
+    fork = timed(lambda: run(["sh", "-c", "echo hi"]), calls)
+    rows_call.append(("local fork+exec `sh -c 'echo hi'`", fork, None))
+    bash_fork = timed(lambda: run(["bash", "-c", "echo hi"]), calls)
+    rows_call.append(("local fork+exec `bash -c 'echo hi'`", bash_fork, fork))
+    cat_fork = timed(lambda: run(["cat", str(ws / "a.txt")]), calls)
+    rows_call.append(("local fork+exec `cat a.txt` (200 lines)", cat_fork, fork))
+    cid = subprocess.run(["docker", "run", "-d", "--rm", "--label", LABEL, "--network", "none", IMAGE, "sleep", "600"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        dexec = timed(lambda: run(["docker", "exec", cid, "sh", "-c", "echo hi"]), n * 2)
+    finally:
+        run(["docker", "rm", "-f", cid])
+    rows_call.append(("raw `docker exec CID sh -c 'echo hi'`", dexec, fork))
+    for executor in ("local", "docker"):
+        with Runner(executor=executor, workspace=ws, preset="all") as r:
+            bash = timed(lambda: r.call("bash", {"command": "echo hi"}), calls, warmup=3)
+            read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
+        rows_call.append((f"Runner({executor}, per-session) bash echo (vs bash fork)", bash, bash_fork))
+        rows_call.append((f"Runner({executor}, per-session) read 200 lines (vs cat fork)", read, cat_fork))
+
+    def start_stop(pool_size):
+        r = Runner(executor="docker", workspace=ws, preset="all", pool_size=pool_size)
+        r.start()
+        r.close()
+
+    rows_start.append(("Runner(docker) start+close, no pool", timed(lambda: start_stop(0), n), None))
+    from runner.pool import SandboxPool
+
+    r = Runner(executor="docker", workspace=ws, preset="all")
+    pool = SandboxPool(r._make_sandbox, size=1)
+    cold = timed(lambda: r._make_sandbox().start().close(), n)
+    rows_start.append(("sandbox ready, made on demand (cold)", cold, None))
+
+    def warm_get():
+        while pool.ready == 0:
+            time.sleep(0.01)
+        t = time.perf_counter()
+        sb = pool.get()
+        took = time.perf_counter() - t
+        sb.close()
+        return took
+
+    warm = [warm_get() for _ in range(n)]
+    rows_start.append(("sandbox ready, taken from a warm pool", warm, cold))
+    pool.close()
+    r.close()
+
+    for size in (0, 2):
+        with Runner(executor="docker", workspace=ws, preset="all", lifecycle="per-call", pool_size=size) as rc:
+            t = timed(lambda: rc.call("bash", {"command": "echo hi"}), n)
+        rows_rate.append((f"per-call lifecycle, pool {size}: one call (s/call → {1 / (sum(t) / len(t)):.1f} calls/s)", t, None))
+    subprocess.run(["rm", "-rf", str(ws)])
+    return [("tool calls: the full Runner against a local fork and docker exec", rows_call),
+            ("sandbox start: with and without the warm pool", rows_start),
+            ("per-call lifecycle throughput", rows_rate)]
