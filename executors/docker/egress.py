@@ -7,7 +7,8 @@ proxy, which reaches only the allowlist.
 What `start()` builds (and `stop()` removes, also after a failed start):
 - `runner-egress-<session>-in`: an internal bridge network for the sandbox side;
 - `runner-egress-<session>-out`: a normal bridge network, the proxy's route out (per session,
-  so no other container shares a network with the proxy's outside leg);
+  so no other container shares a network with the proxy's outside leg), unless `outside_network`
+  names an existing one (e.g. "bridge"), which is then used and left alone;
 - the proxy container (hardened, labelled for `runner gc`) on both, alias `egress-proxy` inside,
   running `egress_proxy.py` from the image's own python3;
 - host firewall rules, each tagged with the comment `runner-egress:<session>`:
@@ -171,7 +172,8 @@ class Egress:
     def __init__(self, client, session: str, allow: list[str], *, labels: dict[str, str] | None = None,
                  ttl: float = 24 * 3600, image: str = DEFAULT_IMAGE, extra_hosts: dict[str, str] | None = None,
                  max_conns: int = 64, idle_timeout: float = 120, connect_timeout: float = 10,
-                 memory: str = "64m", pids: int = 64, ready_timeout: float = 20) -> None:
+                 memory: str = "64m", pids: int = 64, ready_timeout: float = 20,
+                 outside_network: str | None = None) -> None:
         if not session or any(c not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-" for c in session):
             raise InvalidConfig(f"bad session name {session!r}: use letters, digits, '.', '_' and '-'")
         try:
@@ -188,6 +190,10 @@ class Egress:
         self.limits = dict(max_conns=max_conns, idle_timeout=idle_timeout, connect_timeout=connect_timeout)
         self.memory, self.pids, self.ready_timeout = memory, pids, ready_timeout
         self.inside_name, self.outside_name = network_names(session)
+        # An existing network for the proxy's way out (e.g. "bridge") is used, never removed.
+        self.own_outside = outside_network is None
+        if outside_network is not None:
+            self.outside_name = outside_network
         self.firewall = Firewall(session)
         self.inside = self.outside = self.proxy = None
         self.bridge: str | None = None
@@ -250,8 +256,13 @@ class Egress:
         net_labels = L.make_labels(self.session, self.ttl, role="egress-network", extra=self.labels)
         self.inside = self.client.networks.create(self.inside_name, driver="bridge", internal=True,
                                                   labels=net_labels, check_duplicate=True)
-        self.outside = self.client.networks.create(self.outside_name, driver="bridge", internal=False,
-                                                   labels=net_labels, check_duplicate=True)
+        if self.own_outside:
+            self.outside = self.client.networks.create(self.outside_name, driver="bridge", internal=False,
+                                                       labels=net_labels, check_duplicate=True)
+        else:
+            self.outside = self.client.networks.get(self.outside_name)
+            if self.outside.attrs.get("Internal"):
+                raise InvalidConfig(f"network {self.outside_name} is internal: the proxy needs a way out")
         self.inside.reload()
         info = self.inside.attrs
         self.bridge = (info.get("Options") or {}).get("com.docker.network.bridge.name") or f"br-{info['Id'][:12]}"
@@ -330,7 +341,7 @@ class Egress:
         except Exception as e:
             problems.append(f"proxy container: {e}")
         networks_gone = True
-        for name in (self.inside_name, self.outside_name):
+        for name in (self.inside_name, self.outside_name) if self.own_outside else (self.inside_name,):
             try:
                 net = self.client.networks.get(name)
             except docker.errors.NotFound:

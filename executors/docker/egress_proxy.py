@@ -406,6 +406,16 @@ class Proxy:
         try:
             conn.settimeout(5)
             conn.sendall(head.encode("latin-1") + body)
+            # Lingering close: read (a bounded amount of) what the client is still sending, so
+            # closing with unread data does not reset the connection before it reads the reply.
+            conn.shutdown(socket.SHUT_WR)
+            conn.settimeout(1)
+            drained = 0
+            while drained < 256 * 1024:
+                data = conn.recv(CHUNK)
+                if not data:
+                    break
+                drained += len(data)
         except OSError:
             pass
 
