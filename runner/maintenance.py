@@ -11,18 +11,23 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
     """Remove orphaned runner containers; return (short id, name, reason) of each."""
     client = connect(host)
     removed = []
-    for c in client.containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}):
-        reason = L.orphan_reason(c.labels)
+    for c in managed(client):
+        reason = L.orphan_reason(c["Labels"])
         if reason is None:
             continue
         if not dry_run:
             try:
-                c.remove(force=True)
+                client.api.remove_container(c["Id"], force=True)
             except Exception as e:  # removed meanwhile by its owner
                 if "No such container" not in str(e):
                     raise
-        removed.append((c.short_id, c.name, reason))
+        removed.append((c["Id"][:12], (c.get("Names") or ["?"])[0].lstrip("/"), reason))
     return removed
+
+
+def managed(client) -> list[dict]:
+    """runner's containers, from one list request (no per-container inspect to race with)."""
+    return client.api.containers(all=True, filters={"label": f"{L.MANAGED}=true"})
 
 
 def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
@@ -53,7 +58,7 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
             rows.append(("OK", f"image {r['name']}", f"{r['id']} {r['size_mb']}MB"))
         else:
             rows.append(("FAIL", f"image {r['name']}", f"{r['state']}: run `runner images build`"))
-    stale = [c for c in client.containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}) if L.orphan_reason(c.labels)]
+    stale = [c for c in managed(client) if L.orphan_reason(c["Labels"])]
     rows.append(("WARN" if stale else "OK", "orphans", f"{len(stale)} orphaned container(s)" + (": run `runner gc`" if stale else "")))
     if not shutil.which("debootstrap"):
         rows.append(("WARN", "debootstrap", "missing: needed only to build images (apt-get install debootstrap)"))

@@ -26,7 +26,8 @@ def docker_client():
 
 
 def _ours(client) -> dict[str, dict]:
-    return {c.id: c.labels for c in client.containers.list(all=True, filters={"label": "runner.managed=true"})}
+    # The low-level list: one request, no per-container inspect that races with removals.
+    return {c["Id"]: c["Labels"] for c in client.api.containers(all=True, filters={"label": "runner.managed=true"})}
 
 
 def _leaked(labels: dict) -> bool:
@@ -45,7 +46,7 @@ def no_leaks(docker_client):
     left = {cid for cid, labels in _ours(docker_client).items() if cid not in before and _leaked(labels)}
     for cid in left:
         try:
-            docker_client.containers.get(cid).remove(force=True)
+            docker_client.api.remove_container(cid, force=True)
         except Exception:
             pass
     assert not left, f"test left {len(left)} runner container(s) behind"
@@ -63,5 +64,5 @@ def _final_sweep():
         client = connect()
     except Exception:
         return
-    for c in client.containers.list(all=True, filters={"label": f"runner.owner.pid={os.getpid()}"}):
-        c.remove(force=True)
+    for c in client.api.containers(all=True, filters={"label": f"runner.owner.pid={os.getpid()}"}):
+        client.api.remove_container(c["Id"], force=True)

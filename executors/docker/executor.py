@@ -66,8 +66,8 @@ class DockerExecutor(Executor):
         if self.config.lifecycle == "per-call" and self._client is not None:
             mine = [f"{L.EXECUTOR}={self.instance}", f"{L.OWNER_PID}={os.getpid()}"]
             try:
-                for left in self._client.containers.list(all=True, filters={"label": mine}):
-                    left.remove(force=True)
+                for left in self._client.api.containers(all=True, filters={"label": mine}):
+                    self._client.api.remove_container(left["Id"], force=True)
             except Exception:
                 pass
 

@@ -66,7 +66,7 @@ def test_image_without_python_or_bash(run_cli, busybox_image):
 
 
 def _owned_by(docker_client, pid: int):
-    return docker_client.containers.list(all=True, filters={"label": f"runner.owner.pid={pid}"})
+    return docker_client.api.containers(all=True, filters={"label": f"runner.owner.pid={pid}"})
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
@@ -74,7 +74,7 @@ def test_interrupt_removes_the_container(docker_client, sig, code):
     proc = subprocess.Popen(runner_cmd("exec", "--", "sleep", "100"), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: [c for c in _owned_by(docker_client, proc.pid) if c.status == "running"])
+        wait_for(lambda: [c for c in _owned_by(docker_client, proc.pid) if c["State"] == "running"])
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
     finally:

@@ -36,7 +36,7 @@ def test_per_call_gives_every_call_a_fresh_sandbox_from_the_pool(tmp_path, docke
         while r._pool.ready < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert r._pool.ready == 2
-        mine = docker_client.containers.list(filters={"label": f"runner.session={r.session_id}"})
+        mine = docker_client.api.containers(filters={"label": f"runner.session={r.session_id}"})
         assert len(mine) == 2  # the two warm, never-used ones, and nothing else
 
 
@@ -49,8 +49,8 @@ def test_the_pool_is_emptied_when_its_owner_exits(tmp_path, docker_client):
     # Had the pool not been emptied at exit, its containers would now be orphans (owner gone).
     from executors.docker.labels import orphan_reason
 
-    orphans = [c for c in docker_client.containers.list(all=True, filters={"label": "runner.managed=true"})
-               if orphan_reason(c.labels)]
+    orphans = [c for c in docker_client.api.containers(all=True, filters={"label": "runner.managed=true"})
+               if orphan_reason(c["Labels"])]
     assert orphans == []
 
 
