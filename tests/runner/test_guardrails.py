@@ -1,0 +1,78 @@
+"""The Runner's guardrails in order, with a real policy: gates, rate limits, approval,
+protected paths, redaction and the audit log (local executor: these are controller-side)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from runner import Runner
+from runner.audit import AuditLog
+from runner.policy import load
+
+
+def make(tmp_path, **overrides):
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    pol = load("default").effective(overrides={"sandbox.executor": "local", **overrides})
+    return Runner(workspace=ws, policy=pol), ws
+
+
+def test_rate_limit_refuses_with_when_to_retry(tmp_path):
+    r, _ = make(tmp_path, **{"rate_limits.tools": {"ls": {"capacity": 2, "refill_per_second": 0.01}}})
+    with r:
+        assert not r.call("ls", {}).is_error and not r.call("ls", {}).is_error
+        res = r.call("ls", {})
+        assert res.is_error and "rate limit: ls allows" in res.text and "retry in" in res.text
+        assert res.meta["error_type"] == "gated" and res.meta["retry_after"] > 0
+        assert not r.call("read", {"path": "nope"}).text.startswith("rate limit")
+
+
+def test_feature_gates_and_deny(tmp_path):
+    r, _ = make(tmp_path, **{"features.bash": False, "tools.deny": ["grep"]})
+    with r:
+        assert "features.bash: false" in r.call("bash", {"command": "true"}).text
+        assert "tools.deny" in r.call("grep", {"pattern": "x"}).text
+        assert {s.name for s in r.tools()} == {"read", "write", "edit", "apply_patch", "ls", "glob", "result"}
+
+
+def test_protected_paths_on_the_local_executor_follow_symlinks(tmp_path):
+    r, ws = make(tmp_path, protect=["secrets"])
+    (ws / "secrets").mkdir()
+    os.symlink(ws / "secrets", ws / "innocent")
+    with r:
+        for path in ("secrets/a", "innocent/a", ".git/hooks/pre-commit", str(ws / "secrets" / "b")):
+            res = r.call("write", {"path": path, "content": "x"})
+            assert res.is_error and "path is in a protected directory" in res.text, path
+
+
+def test_audit_log_has_one_redacted_line_per_call(tmp_path, monkeypatch):
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("RUNNER_AUDIT_LOG", str(log))
+    monkeypatch.setenv("DEPLOY_TOKEN", "s3cr3t-value-123456")
+    r, _ = make(tmp_path, secrets={"DEPLOY_TOKEN": {"from_env": "DEPLOY_TOKEN"}}, tenant="acme")
+    with r:
+        res = r.call("bash", {"command": "echo token is $DEPLOY_TOKEN; echo ghp_" + "a" * 36})
+        r.call("read", {"path": "missing.txt"})
+        r.call("read", {"bogus": 1})
+    assert "s3cr3t-value-123456" not in res.text and "[REDACTED" in res.text and "ghp_aaaa" not in res.text
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(x["tool"], x["status"], x["error_type"]) for x in recs] == [
+        ("bash", "ok", None), ("read", "error", "execution"), ("read", "error", "validation")]
+    assert all(x["tenant"] == "acme" and x["session"] == r.session_id for x in recs)
+    assert "s3cr3t" not in log.read_text()
+    assert AuditLog(log).show(recs[0]["call_id"])[0]["output_bytes"] > 0
+
+
+def test_policy_mounts_reach_the_sandbox_read_only(tmp_path, no_leaks):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "ref.txt").write_text("reference\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pol = load("default").effective(overrides={"mounts": [{"source": str(data), "target": "/data", "mode": "ro"}]})
+    with Runner(executor="docker", workspace=ws, policy=pol) as r:
+        assert r.call("read", {"path": "/data/ref.txt"}).text.endswith("reference")
+        assert "Read-only file system" in r.call("bash", {"command": "touch /data/x"}).text
+        assert "protected directory" in r.call("write", {"path": "/data/y", "content": "1"}).text
