@@ -373,3 +373,39 @@ class Egress:
             problems.append(f"firewall rules tagged {self.firewall.comment!r} kept while the network remains")
         if problems:
             raise EgressUnavailable("egress teardown left things behind: " + "; ".join(problems))
+
+
+def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
+    """For `runner gc`: tear down the egress of every session whose owner is gone or whose time
+    is up (proxy, networks, firewall rules), and firewall rules whose network no longer exists.
+    Returns (session, reason) for each."""
+    done: list[tuple[str, str]] = []
+    sessions_with_network = set()
+    for net in client.networks.list(filters={"label": f"{L.MANAGED}=true"}):
+        labels = net.attrs.get("Labels") or {}
+        session = labels.get(L.SESSION, "")
+        if labels.get(L.ROLE) != "egress-network" or net.name not in network_names(session):
+            continue
+        sessions_with_network.add(session)
+        why = L.orphan_reason(labels)
+        if why and session not in {s for s, _ in done}:
+            done.append((session, why))
+    for tool in ("iptables", "ip6tables"):
+        if not shutil.which(tool):
+            continue
+        res = subprocess.run([tool, "-w", "10", "-S"], capture_output=True, text=True)
+        for line in res.stdout.splitlines():
+            if COMMENT_PREFIX not in line:
+                continue
+            session = line.split(COMMENT_PREFIX, 1)[1].split('"', 1)[0].split(" ", 1)[0]
+            if session and session not in sessions_with_network and session not in {s for s, _ in done}:
+                done.append((session, "firewall rules without their network"))
+    if not dry_run:
+        for session, _ in done:
+            eg = Egress.__new__(Egress)  # teardown only: no allowlist, no start
+            eg.client, eg.session, eg.proxy = client, session, None
+            eg.inside_name, eg.outside_name = network_names(session)
+            eg.own_outside, eg.firewall = True, Firewall(session)
+            eg.inside = eg.outside = None
+            eg.stop()
+    return done

@@ -22,7 +22,7 @@ import pytest
 
 from executors.docker import DockerExecutor
 from executors.docker import labels as L
-from executors.docker.egress import COMMENT_PREFIX, Egress, EgressUnavailable, network_names
+from executors.docker.egress import COMMENT_PREFIX, Egress, EgressUnavailable, network_names, reap_orphans
 from executors.docker.egress_proxy import Refused, decide, parse_allow
 from executors.errors import InvalidConfig
 from executors.models import Limits
@@ -214,6 +214,20 @@ def get(url, timeout=5.0):
         return "%d %s" % (e.code, e.read().decode().strip())
     except OSError as e:
         return "failed: %s" % (e,)
+def dns_query(name, timeout=3.0):
+    """One A query straight to the embedded resolver: 'rcode=N answers=M' or 'no answer'."""
+    import struct
+    qid = int.from_bytes(os.urandom(2), "big")
+    pkt = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    pkt += b"".join(bytes([len(p)]) + p.encode() for p in name.split(".")) + b"\0" + struct.pack(">HH", 1, 1)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(timeout)
+    s.sendto(pkt, ("127.0.0.11", 53))
+    try:
+        d = s.recv(4096)
+    except socket.timeout:
+        return "no answer"
+    return "rcode=%d answers=%d" % (d[3] & 15, struct.unpack(">H", d[6:8])[0])
 def resolve(name):
     try:
         return sorted({a[4][0] for a in socket.getaddrinfo(name, 80, type=socket.SOCK_STREAM)})
@@ -496,10 +510,10 @@ def test_dns_from_the_sandbox_is_a_dead_end_but_the_proxy_alias_resolves(docker_
             loopback_dns_listener() as host_lo:
         with sandbox(eg) as box:
             assert box.run(["cat", "/etc/resolv.conf"]).stdout.decode().split("\n")[0] == "nameserver 127.0.0.11"
-            out = py(box, f"print(json.dumps([resolve('egress-proxy'), resolve('{probe}'), resolve('example.com')]))")
+            out = py(box, f"print(json.dumps([resolve('egress-proxy'), dns_query('{probe}'), dns_query('example.com')]))")
         alias, leak, outside_name = json.loads(out)
         assert alias == [eg.proxy_ip]
-        assert leak.startswith("failed") and outside_name.startswith("failed")
+        assert leak == "no answer" and outside_name == "no answer"
         assert (in_udp(), in_tcp(), fwd_udp(), fwd_tcp()) == (0, 0, 0, 0), "a DNS query left the sandbox's namespace"
         if host_lo is not None:
             assert host_lo == [], "the engine forwarded the sandbox's query to the host's loopback"
@@ -507,8 +521,8 @@ def test_dns_from_the_sandbox_is_a_dead_end_but_the_proxy_alias_resolves(docker_
         # does forward an unknown name out of the sandbox's namespace even on this internal
         # network; only the firewall (INPUT drop) stops it. Hence the dead-end upstream.
         with sandbox(eg, dns=[gw]) as box:
-            out = py(box, f"print(json.dumps(resolve('{probe}')))")
-        assert json.loads(out).startswith("failed")
+            out = py(box, f"print(json.dumps(dns_query('{probe}')))")
+        assert json.loads(out) == "no answer"
         assert in_udp() + in_tcp() > 0
         assert fwd_udp() + fwd_tcp() == 0
 
@@ -560,3 +574,20 @@ def test_without_iptables_allowlist_mode_refuses_to_start(docker_client, egresse
     monkeypatch.setattr(E.shutil, "which", lambda name: None)
     with pytest.raises(EgressUnavailable, match="needs iptables"):
         egresses([])
+
+
+def test_reap_orphans_tears_down_an_egress_whose_owner_is_gone(docker_client, egresses):
+    eg = egresses([])
+    assert eg.session not in [s for s, _ in reap_orphans(docker_client, dry_run=True)]  # its owner (we) lives
+    dead = Egress(docker_client, f"egxt-{uuid.uuid4().hex[:8]}", allow=[], labels=TEST_LABELS, ttl=0.001)
+    dead.start()
+    try:
+        time.sleep(0.05)
+        found = dict(reap_orphans(docker_client))
+        assert found.get(dead.session) == "expired"
+        assert session_rules(dead.session) == []
+        assert not docker_client.networks.list(names=[dead.sandbox_network])
+        assert not docker_client.containers.list(all=True, filters={"label": f"{L.SESSION}={dead.session}"})
+        assert eg.session not in found and session_rules(eg.session)  # the live one is untouched
+    finally:
+        dead.stop()
