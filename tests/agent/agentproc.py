@@ -17,7 +17,7 @@ class AgentProc:
     def __init__(self, workspace, **hello) -> None:
         self.stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "runner.agent"], cwd=str(REPO), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.stderr, bufsize=0)
+                                     stdout=subprocess.PIPE, stderr=self.stderr, bufsize=-1)
         self.lines: "queue.Queue[Optional[bytes]]" = queue.Queue(maxsize=64)
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
