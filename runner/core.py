@@ -39,7 +39,8 @@ class Runner:
     def __init__(self, executor: str | None = None, workspace: str | os.PathLike = ".", policy: Any = None, *,
                  protect: tuple[str, ...] | list[str] = (), pool_size: int | None = None, session: str | None = None,
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
-                 runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None) -> None:
+                 runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
+                 egress_network: str | None = None) -> None:
         from .audit import AuditLog
         from .policy import Policy, load
         from .policy.protect import Guard, policy_protected_dirs
@@ -69,6 +70,8 @@ class Runner:
         self.stream_caps = Caps(caps.chars, caps.lines)
         self.session_id = session or uuid.uuid4().hex[:12]
         self.store = ResultStore()
+        self.egress_network = egress_network  # an existing network for the egress proxy's way out
+        self._egress = None
         self._pool = None
         self._sandbox = None
         self._lock = threading.RLock()
@@ -91,6 +94,8 @@ class Runner:
         from .pool import SandboxPool
 
         with self._lock:
+            if self._egress is None and self.policy.network.mode == "allowlist" and self.policy.sandbox.executor == "docker":
+                self._egress = self._start_egress()
             if self._pool is None:
                 size = self.policy.sandbox.pool_size
                 if size is None:
@@ -110,8 +115,21 @@ class Runner:
                 self._sandbox = None
             if self._pool is not None:
                 self._pool.close()
+            if self._egress is not None:  # after every sandbox on its network is gone
+                self._egress.stop()
             self.store.close()
             self.limiter.forget(self.session_id)
+
+    def _start_egress(self):
+        """Allowlist mode: the session's internal network, egress proxy and host firewall."""
+        from executors.docker.egress import Egress
+        from executors.docker.engine import connect
+
+        eg = Egress(connect(), self.session_id, allow=list(self.policy.network.allow),
+                    labels={"runner.tenant": self.policy.tenant or ""}, image=self.policy.sandbox.image,
+                    outside_network=self.egress_network)
+        eg.start()
+        return eg
 
     # -- tools --------------------------------------------------------------------------
     def tools(self) -> list:
@@ -292,10 +310,14 @@ class Runner:
         mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro")]
         mounts += [m.to_mount() for m in readonly_mounts(self.workspace, SANDBOX_WORKSPACE, self.protected).mounts]
         mounts += [m.to_mount(self.workspace) for m in pol.mounts]
-        cfg = SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), network="none", mounts=mounts,
+        net = {"network": "none", "env": dict(SANDBOX_ENV)}
+        if self._egress is not None:
+            net = {"network": self._egress.sandbox_network, "dns": self._egress.sandbox_dns,
+                   "env": {**SANDBOX_ENV, **self._egress.proxy_env}}
+            hello["proxy"] = self._egress.proxy_url
+        cfg = SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
                             user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
-                            lifecycle="per-call", session=self.session_id, env=SANDBOX_ENV,
-                            labels={"runner.role": "agent"})
+                            lifecycle="per-call", session=self.session_id, labels={"runner.role": "agent"}, **net)
         hello.update(workspace=SANDBOX_WORKSPACE, protected=[f"{SANDBOX_WORKSPACE}/{p}" for p in self.protected],
                      roots=[{"path": m.target, "read_only": m.mode == "ro"} for m in pol.mounts])
         return Sandbox(DockerExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)

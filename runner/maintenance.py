@@ -22,6 +22,9 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
                 if "No such container" not in str(e):
                     raise
         removed.append((c["Id"][:12], (c.get("Names") or ["?"])[0].lstrip("/"), reason))
+    from executors.docker.egress import reap_orphans
+
+    removed += [(what, "egress", reason) for what, reason in reap_orphans(client, dry_run=dry_run)]
     return removed
 
 

@@ -19,6 +19,7 @@ class Ctx:
         self.net_mode = net.get("mode", "none")
         self.net_allow = list(net.get("allow") or [])
         self.search_endpoint = hello.get("search_endpoint")
+        self.proxy = hello.get("proxy")  # allowlist mode in docker: the egress proxy checks addresses
         env = dict(os.environ)
         env.update(hello.get("env") or {})
         # git refuses a repository owned by another uid unless told it is safe.

@@ -70,6 +70,8 @@ def check_url(ctx: Ctx, url: str):
         raise ToolError(f"network access is off in this sandbox (policy network mode none): {host} was not contacted")
     if not _allowed(ctx, host, port):
         raise ToolError(f"{host}:{port} is not in the policy's network allowlist; nothing was sent")
+    if ctx.proxy:
+        return  # the egress proxy resolves the name and refuses local and private addresses itself
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except OSError as e:
@@ -127,7 +129,8 @@ def http_fetch(ctx: Ctx, args: dict):
             raise ToolError(f"header {k} is not allowed: only accept, user-agent and accept-language")
         headers[k] = str(v)
     headers.setdefault("User-Agent", "runner-http-fetch/1")
-    opener = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler({}))
+    proxies = {"http": ctx.proxy, "https": ctx.proxy} if ctx.proxy else {}
+    opener = urllib.request.build_opener(_NoRedirect, urllib.request.ProxyHandler(proxies))
     hops = []
     for _ in range(MAX_REDIRECTS + 1):
         check_url(ctx, url)
