@@ -105,10 +105,14 @@ def html_to_text(html: str) -> str:
     text = "".join(p.out)
     lines = [ln.rstrip() for ln in text.split("\n")]
     cleaned: List[str] = []
+    fenced = False
     for ln in lines:
-        ln = ln if ln.startswith("```") or not ln.startswith(" ") else ln.lstrip()
-        if not ln and cleaned and not cleaned[-1]:
-            continue
+        if ln.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            ln = ln.lstrip()
+            if not ln and cleaned and not cleaned[-1]:
+                continue
         cleaned.append(ln)
     body = "\n".join(cleaned).strip()
     if p.title and not body.startswith(p.title):
