@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import json
+import os
 import re
 import socket
 import ssl
@@ -44,7 +45,7 @@ def _listed(ctx, host: str, port: int) -> Tuple[bool, bool]:
         m = re.match(r"^(\[[^\]]+\]|[^:]+)(?::(\d+))?$", entry)
         if m:
             h, p = m.group(1).strip("[]"), int(m.group(2)) if m.group(2) else None
-        if p is not None and p != port:
+        if (p is not None and p != port) or (p is None and port not in (80, 443)):
             continue
         if h == host:
             allowed = exact = True
@@ -65,9 +66,10 @@ def _check_ip(ip: ipaddress._BaseAddress, host: str, exact: bool) -> None:
                         f"addresses are reached only when the policy lists that host by name")
 
 
-def check(ctx, url: str, tool: str) -> Target:
+def check(ctx, url: str, tool: str, resolve: bool = True) -> Target:
     """Refuse `url` unless the policy allows it; return where to connect. Opens no socket
-    except for the DNS lookup of an allowed host."""
+    except for the DNS lookup of an allowed host (none when `resolve` is false: a proxy
+    resolves and checks names itself)."""
     if not isinstance(url, str) or not url.strip():
         raise ToolError("url is empty: give an http:// or https:// URL")
     url = url.strip()
@@ -92,23 +94,35 @@ def check(ctx, url: str, tool: str) -> Target:
         listed = ", ".join(ctx.network_allow) or "nothing"
         raise ToolError(f"{host}:{port} is not in the policy's network allowlist ({listed}); {tool} did not "
                         f"fetch {url}")
-    try:
-        literal = ipaddress.ip_address(host)
-        ips = [literal]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        except socket.gaierror as e:
-            raise ToolError(f"could not resolve {host}: {e.strerror or e}") from None
-        ips = [ipaddress.ip_address(i[4][0].split("%")[0]) for i in infos]
-    if not ips:
-        raise ToolError(f"could not resolve {host}: no address")
+    ips = _addresses(host, port) if resolve else _literal(host)
     for ip in ips:
         _check_ip(ip, host, exact)
     path = parts.path or "/"
     if parts.query:
         path += "?" + parts.query
-    return Target(url, scheme, host, port, path, str(ips[0]))
+    return Target(url, scheme, host, port, path, str(ips[0]) if ips else "")
+
+
+def _literal(host: str) -> list:
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        return []
+
+
+def _addresses(host: str, port: int) -> list:
+    """Every address `host` resolves to (the literal itself for an IP)."""
+    ips = _literal(host)
+    if ips:
+        return ips
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise ToolError(f"could not resolve {host}: {e.strerror or e}") from None
+    ips = [ipaddress.ip_address(i[4][0].split("%")[0]) for i in infos]
+    if not ips:
+        raise ToolError(f"could not resolve {host}: no address")
+    return ips
 
 
 class _PinnedHTTP(http.client.HTTPConnection):
@@ -150,13 +164,41 @@ class Response:
         self.body, self.cut, self.length, self.redirects = body, cut, length, redirects
 
 
+def proxy_for(ctx, scheme: str) -> Optional[Tuple[str, int]]:
+    """(host, port) of the egress proxy the sandbox is given (HTTP(S)_PROXY), or None."""
+    names = ("https_proxy", "HTTPS_PROXY") if scheme == "https" else ("http_proxy", "HTTP_PROXY")
+    for name in names:
+        value = ctx.env.get(name) or os.environ.get(name)
+        if value:
+            parts = urlsplit(value if "://" in value else "http://" + value)
+            if parts.hostname:
+                return parts.hostname, parts.port or 3128
+    return None
+
+
+def _connection(target: Target, proxy: Optional[Tuple[str, int]], timeout: float):
+    if proxy is None:
+        return (_PinnedHTTPS if target.scheme == "https" else _PinnedHTTP)(target, timeout)
+    if target.scheme == "https":
+        conn = http.client.HTTPSConnection(proxy[0], proxy[1], timeout=timeout, context=ssl.create_default_context())
+        conn.set_tunnel(target.host, target.port)
+        return conn
+    return http.client.HTTPConnection(proxy[0], proxy[1], timeout=timeout)
+
+
 def get(ctx, url: str, tool: str, max_bytes: int, timeout: float, headers=None) -> Response:
+    """GET with redirects; through the sandbox's egress proxy when one is set (it resolves and
+    checks names; the allowlist is still checked here first)."""
     hdrs = _headers(headers)
     for hop in range(MAX_REDIRECTS + 1):
-        target = check(ctx, url, tool)
-        conn = (_PinnedHTTPS if target.scheme == "https" else _PinnedHTTP)(target, timeout)
+        proxy = proxy_for(ctx, urlsplit(url.strip()).scheme.lower()) if isinstance(url, str) else None
+        target = check(ctx, url, tool, resolve=proxy is None)
+        conn = _connection(target, proxy, timeout)
+        request_path = target.path
+        if proxy is not None and target.scheme == "http":
+            request_path = f"http://{target.host}:{target.port}{target.path}"
         try:
-            conn.request("GET", target.path, headers=hdrs)
+            conn.request("GET", request_path, headers=hdrs)
             resp = conn.getresponse()
             location = resp.getheader("Location")
             if resp.status in (301, 302, 303, 307, 308) and location:
