@@ -205,8 +205,11 @@ class Executor(ABC):
         oom = False
         if timed_out:
             code = TIMEOUT_EXIT
-        elif code == OOM_EXIT or code is None:
+        elif code is None or code == OOM_EXIT or (code >= 128 and proc.gone()):
+            # gVisor ends the whole sandbox on an OOM, and exec then reports 128 or nothing
             oom = proc.oom_killed()
+            if oom:
+                code = OOM_EXIT
         return ExecResult(
             exit_code=code if code is not None else OOM_EXIT if oom else -1,
             stdout=b"".join(out["stdout"]),
