@@ -29,10 +29,11 @@ def fail(message: str, code: int = 1) -> "typer.Exit":
 
 def guarded(fn, *args, **kw):
     """Call fn; turn every expected error into one line on stderr and an exit code."""
+    import sys
+
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
-    from .policy import PolicyError
 
     try:
         return fn(*args, **kw)
@@ -40,13 +41,14 @@ def guarded(fn, *args, **kw):
         raise fail(str(e), 2) from None
     except InvalidConfig as e:
         raise fail(str(e), 2) from None
-    except PolicyError as e:
-        raise fail(str(e), 2) from None
     except (ExecutorError, RunnerError) as e:
         raise fail(str(e), getattr(e, "exit_code", 1)) from None
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None
-    except Exception as e:  # a docker API error or a bug: still one line, never a traceback
+    except Exception as e:  # a policy or docker API error, or a bug: still one line, never a traceback
+        loader = sys.modules.get("runner.policy.loader")  # loaded only by commands that read policies
+        if loader is not None and isinstance(e, loader.PolicyError):
+            raise fail(str(e), 2) from None
         import docker.errors
 
         if isinstance(e, docker.errors.APIError):
