@@ -102,6 +102,10 @@ def run_streamed(ctx, command: str, cwd: str, timeout: float, input_text: Option
         tail = dec.decode(b"", True)
         if tail:
             ctx.emit(tail)
+    except BaseException:  # the controller went away mid-stream (or we are told to stop)
+        if proc.poll() is None:
+            proctree.kill_tree(proc, grace=0.2)
+        raise
     finally:
         try:
             proc.stdout.close()

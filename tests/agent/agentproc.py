@@ -30,8 +30,11 @@ class AgentProc:
             self.hello_reply = self.next()
 
     def _read(self) -> None:
-        for line in iter(self.proc.stdout.readline, b""):
-            self.lines.put(line)
+        try:
+            for line in iter(self.proc.stdout.readline, b""):
+                self.lines.put(line)
+        except (OSError, ValueError):
+            pass
         self.lines.put(None)
 
     def send_raw(self, data: bytes) -> None:

@@ -276,3 +276,22 @@ def test_threads_are_not_left_running_by_foreground_calls(agent):
     assert threads <= 2, threads
 
 
+
+
+def test_controller_gone_mid_stream_kills_the_command(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "runner.agent"], cwd=str(REPO), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    call = {"op": "call", "id": "f", "tool": "bash",
+            "args": {"command": "echo $$ > leader.pid; head -c 3000000 /dev/zero; sleep 100"}}
+    proc.stdin.write((json.dumps({"op": "hello", "workspace": str(tmp_path)}) + "\n" + json.dumps(call) + "\n").encode())
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["ok"] is True
+    assert json.loads(proc.stdout.readline())["op"] == "output"
+    proc.stdout.close()  # nobody reads any more: the agent's next write fails
+    assert proc.wait(timeout=20) == 0
+    pid = int((tmp_path / "leader.pid").read_text())
+    for _ in range(40):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid)
