@@ -111,12 +111,9 @@ def run_streamed(ctx, command: str, cwd: str, timeout: float, input_text: Option
             proc.stdout.close()
         except OSError:
             pass
-        if proc.poll() is None and not timed_out:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                proctree.kill_tree(proc)
+        if not timed_out and not proctree.wait_exit(proc, max(0.1, deadline - time.monotonic())):
+            timed_out = True
+            proctree.kill_tree(proc)
     if timed_out:
         return Result(f"timed out after {_seconds(timeout)}s", True,
                       {"streamed": True, "exit_code": 124, "timed_out": True})

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,33 @@ def spawn(ctx, command: str, cwd: str, stdin_pipe: bool) -> subprocess.Popen:
                             stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
                             close_fds=True, bufsize=0)
+
+
+def wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to `timeout` seconds for proc to end; True when it has. Sleeps on a pidfd when
+    the kernel has them (Popen.wait with a timeout polls in growing sleeps: slow for short
+    commands)."""
+    if proc.poll() is not None:
+        return True
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is not None:
+        try:
+            fd = pidfd_open(proc.pid)
+        except OSError:
+            fd = -1
+        if fd >= 0:
+            try:
+                p = select.poll()
+                p.register(fd, select.POLLIN)
+                p.poll(max(0.0, timeout) * 1000)
+            finally:
+                os.close(fd)
+            return proc.poll() is not None
+    try:
+        proc.wait(timeout=timeout)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def _proc_table() -> Dict[int, tuple]:
