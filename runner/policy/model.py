@@ -76,19 +76,11 @@ EnvName = Annotated[str, BeforeValidator(_env_name)]
 
 def _rel_path(v: Any) -> str:
     """A path relative to the workspace, normalised ('./a//b/' -> 'a/b'); no '..', not absolute."""
+    from .protect import normalise
+
     if not isinstance(v, str) or not v.strip():
         raise ValueError("must be a non-empty path relative to the workspace")
-    if "\x00" in v:
-        raise ValueError("a path must not contain NUL bytes")
-    p = PurePosixPath(v.strip())
-    if p.is_absolute():
-        raise ValueError(f"{v!r} is absolute: give a path relative to the workspace")
-    if ".." in p.parts:
-        raise ValueError(f"{v!r} leaves the workspace ('..' is not allowed)")
-    norm = str(p)
-    if norm == ".":
-        raise ValueError("protecting the whole workspace: use sandbox.workspace: ro instead")
-    return norm
+    return normalise(v)  # BadProtectPath is a ValueError: pydantic reports it at the key
 
 
 RelPath = Annotated[str, BeforeValidator(_rel_path)]
@@ -429,6 +421,7 @@ class Policy(Strict):
         {"limits.memory": "2g", "sandbox.executor": "local"}. Absolute protect paths are accepted
         when `workspace` is given and they lie inside it. Raises PolicyError on a bad one."""
         from .loader import PolicyError, Problem, _problems_from_validation
+        from .protect import normalise
         from pydantic import ValidationError
 
         env = os.environ if environ is None else environ
@@ -443,7 +436,7 @@ class Policy(Strict):
         extra += [("RUNNER_PROTECT_DIRS", p) for p in env.get("RUNNER_PROTECT_DIRS", "").split(":") if p.strip()]
         for origin, p in extra:
             try:
-                norm = _rel_path(_relative_to(p, workspace))
+                norm = normalise(p, workspace)
             except ValueError as e:
                 problems.append(Problem(None, None, origin, str(e)))
                 continue
@@ -461,17 +454,6 @@ class Policy(Strict):
 
 class SecretUnavailable(Exception):
     """A required secret has no value (its variable is unset or its file unreadable)."""
-
-
-def _relative_to(p: str, workspace: str | os.PathLike | None) -> str:
-    p = p.strip()
-    if workspace is None or not p.startswith("/"):
-        return p
-    ws = Path(workspace).resolve()
-    for cand in (Path(os.path.normpath(p)), Path(p).resolve()):
-        if cand.is_relative_to(ws) and cand != ws:
-            return str(cand.relative_to(ws))
-    return p
 
 
 def _set_dotted(data: dict, key: str, value: Any) -> None:

@@ -194,8 +194,8 @@ def test_effective_reports_bad_overrides():
         Policy().effective(protect=["../out"], environ={"RUNNER_PROTECT_DIRS": "/etc"},
                            overrides={"limits.memroy": "1g", "nosuch.section.x": 1})
     msg = str(ei.value)
-    assert "--protect: '../out' leaves the workspace" in msg
-    assert "RUNNER_PROTECT_DIRS: '/etc' is absolute" in msg
+    assert "--protect: protected path '../out' leaves the workspace" in msg
+    assert "RUNNER_PROTECT_DIRS: protected path '/etc' is absolute" in msg
     assert "nosuch.section.x: unknown setting" in msg
     with pytest.raises(PolicyError, match=r"limits\.memroy: unknown key \(did you mean memory\?\)"):
         Policy().effective(environ={}, overrides={"limits.memroy": "1g"})
