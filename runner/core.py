@@ -159,7 +159,6 @@ class Runner:
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict) -> ToolResult:
         """allowlist → schema validation → rate limit → approval → protected paths → execute."""
-        from .policy.approval import decide
         from .policy.protect import ProtectedPath
         from .schemas import registry
 
@@ -178,7 +177,7 @@ class Runner:
         if refused is not None:
             return ToolResult.error(str(refused), error_type="gated", retry_after=refused.retry_after)
         if registry.get(tool).needs_approval:
-            decision = decide(self.policy.approval, tool, args, redact=self.redactor.redact)
+            decision = self._approve(tool, args)
             if not decision.approved:
                 return ToolResult.error(decision.message, error_type="gated")
         if tool in WRITING_TOOLS:
@@ -202,6 +201,21 @@ class Runner:
             if requested is not None and args["timeout"] < requested:
                 meta["timeout_capped_to"] = args["timeout"]
         return self._run_in_sandbox(tool, args, call_id)
+
+    def _approve(self, tool: str, args: dict):
+        """The policy's approval rule. `ask` asks on the controlling terminal, never on stdin:
+        `runner session` reads calls there, and a call line must not be able to say yes."""
+        from .policy.approval import decide
+
+        rule = self.policy.approval
+        if rule != "ask":
+            return decide(rule, tool, args, redact=self.redactor.redact)
+        try:
+            tty = open_tty()
+        except OSError:
+            return decide(rule, tool, args, is_tty=lambda: False, redact=self.redactor.redact)
+        with tty:
+            return decide(rule, tool, args, stdin=tty, stderr=tty, is_tty=lambda: True, redact=self.redactor.redact)
 
     def _over_quota(self, adding: int = 0) -> str | None:
         """Why a write must be refused under limits.workspace, or None. Checked before every
@@ -344,3 +358,8 @@ def workspace_usage(root: Path, stop_after: int | None = None) -> int:
                 if stop_after is not None and total > stop_after:
                     return total
     return total
+
+
+def open_tty():
+    """The controlling terminal, for questions to the person at it (OSError when there is none)."""
+    return open("/dev/tty", "r+", encoding="utf-8")

@@ -76,3 +76,50 @@ def test_policy_mounts_reach_the_sandbox_read_only(tmp_path, no_leaks):
         assert r.call("read", {"path": "/data/ref.txt"}).text.endswith("reference")
         assert "Read-only file system" in r.call("bash", {"command": "touch /data/x"}).text
         assert "protected directory" in r.call("write", {"path": "/data/y", "content": "1"}).text
+
+
+def test_approval_never_reads_stdin(tmp_path, monkeypatch):
+    """`ask` must not take its answer from stdin, where `runner session` reads call lines."""
+    import dataclasses
+    import io
+
+    from runner import core
+    from runner.schemas import registry
+
+    monkeypatch.setitem(registry.SPECS, "echo", dataclasses.replace(registry.SPECS["echo"], needs_approval=True))
+    stdin = io.StringIO("y\n")
+    monkeypatch.setattr("sys.stdin", stdin)
+    r, _ = make(tmp_path, approval="ask", **{"tools.allow": ["echo"]})
+    with r:
+        monkeypatch.setattr(core, "open_tty", lambda: (_ for _ in ()).throw(OSError("no tty")))
+        res = r.call("echo", {"text": "hi"})
+        assert res.is_error and "no terminal" in res.text and res.meta["error_type"] == "gated"
+        assert stdin.read() == "y\n"  # untouched
+        asked = []
+        monkeypatch.setattr(core, "open_tty", lambda: FakeTty("y\n", asked))
+        assert r.call("echo", {"text": "hi"}).text == "hi"
+        assert "echo needs approval" in asked[0]
+        monkeypatch.setattr(core, "open_tty", lambda: FakeTty("n\n", asked))
+        assert "not approved" in r.call("echo", {"text": "hi"}).text
+
+
+class FakeTty:
+    """A terminal: what is written goes to the person, what is read comes from them."""
+
+    def __init__(self, answer, asked):
+        self.answer, self.asked = answer, asked
+
+    def write(self, text):
+        self.asked.append(text)
+
+    def flush(self):
+        pass
+
+    def readline(self):
+        return self.answer
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
