@@ -11,6 +11,7 @@ from .models import DEFAULT_LIMITS, ExecRequest, ExecResult, Limits, parse_size
 BACKENDS = {
     "local": "executors.local:LocalExecutor",
     "docker": "executors.docker:DockerExecutor",
+    "ssh": "executors.ssh:SSHExecutor",
 }
 
 

@@ -28,8 +28,27 @@ def _docker(lifecycle: str):
     return make
 
 
+@contextlib.contextmanager
+def ssh(tmp_path):
+    """A real sshd on a loopback port; the remote workspace is a directory on this machine."""
+    from executors.ssh import SSHExecutor
+
+    from ..ssh.sshd import make_sshd
+
+    server = make_sshd(tmp_path / "sshd").start()
+    ws = tmp_path / "remote"
+    ws.mkdir()
+    try:
+        with SSHExecutor(host="127.0.0.1", port=server.port, user="root", key_file=server.client_key,
+                         known_hosts=server.known_hosts, workdir=str(ws)) as ex:
+            yield ex, str(ws)
+    finally:
+        server.stop()
+
+
 BACKENDS = {
     "local": local,
     "docker-session": _docker("per-session"),
     "docker-per-call": _docker("per-call"),
+    "ssh": ssh,
 }

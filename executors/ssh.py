@@ -1,0 +1,289 @@
+"""The ssh backend: commands run on a remote host over SSH (paramiko), files move over SFTP.
+
+Safe by default: the host key must be in the configured known_hosts file (an unknown or changed
+key is refused with its fingerprint and the line that would trust it); only the configured key
+is used (no agent, no searching ~/.ssh); connecting is retried with backoff, commands never are;
+keepalives and a liveness check mean a dead server ends a call with SandboxGone instead of
+hanging it, and the next call reconnects.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import posixpath
+import shlex
+import socket
+import threading
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import Executor, Process
+from .errors import EngineUnavailable, ExecutorError, SandboxGone
+from .models import ExecRequest
+from .posix import KILL_SESSION
+
+
+class HostKeyRefused(ExecutorError):
+    """The server's host key is unknown or does not match known_hosts."""
+
+
+class SSHConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str
+    key_file: str = Field(description="the private key to use; nothing else is tried")
+    known_hosts: str = Field(description="the known_hosts file the server's key must be in")
+    workdir: str | None = Field(None, description="default working directory on the host")
+    connect_timeout: float = Field(10.0, gt=0)
+    connect_attempts: int = Field(4, ge=1, le=10)
+    keepalive: float = Field(5.0, gt=0, description="seconds between transport keepalives")
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+def fingerprint(key) -> str:
+    digest = hashlib.sha256(key.asbytes()).digest()
+    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def _reject_policy():
+    import paramiko
+
+    class Reject(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client, hostname, key):
+            raise HostKeyRefused(
+                f"host key of {hostname} is not in the known_hosts file: {key.get_name()} {fingerprint(key)}. "
+                f"If that is the server's key, trust it by adding this line to the known_hosts file: "
+                f"{hostname} {key.get_name()} {key.get_base64()}")
+
+    return Reject()
+
+
+class SSHProcess(Process):
+    """A command on the remote host; its wrapper shell reports its pid (the session id sshd
+    gave it) on stderr first, so a timeout can kill the whole session over a second channel."""
+
+    def __init__(self, executor: "SSHExecutor", chan) -> None:
+        super().__init__()
+        self.executor = executor
+        self.chan = chan
+        self.pid: int | None = None
+        self._pid_known = threading.Event()
+        self._err_head = bytearray()
+        self._start_readers({"stdout": lambda: chan.recv(65536), "stderr": self._stderr})
+
+    def _stderr(self) -> bytes:
+        while self.pid is None and not self._pid_known.is_set():
+            data = self.chan.recv_stderr(65536)
+            if not data:
+                self._pid_known.set()
+                return bytes(self._err_head)
+            self._err_head += data
+            if b"\n" in self._err_head:
+                line, _, rest = bytes(self._err_head).partition(b"\n")
+                try:
+                    self.pid = int(line)
+                except ValueError:
+                    rest = bytes(self._err_head)
+                self._pid_known.set()
+                if rest:
+                    return rest
+        return self.chan.recv_stderr(65536)
+
+    def write(self, data: bytes) -> None:
+        self.chan.sendall(data)
+
+    def close_stdin(self) -> None:
+        try:
+            self.chan.shutdown_write()
+        except (OSError, EOFError):
+            pass
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.chan.status_event.wait(0.2):
+            if self.gone():
+                raise SandboxGone(f"the SSH connection to {self.executor.config.host} was lost while a command ran")
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+        code = self.chan.recv_exit_status()
+        if code == -1:  # no exit-status message: a signal killed it, or the connection died
+            time.sleep(0.05)
+            if self.gone():
+                raise SandboxGone(f"the SSH connection to {self.executor.config.host} was lost while a command ran")
+            return 128 + 9
+        return code
+
+    def kill(self) -> None:
+        self._pid_known.wait(timeout=2)
+        if self.pid is not None and not self.gone():
+            try:
+                self.executor._run_quick(f"sh -c {shlex.quote(KILL_SESSION)} kill {self.pid}")
+            except Exception:
+                pass
+        try:
+            self.chan.close()
+        except Exception:
+            pass
+
+    def gone(self) -> bool:
+        t = self.chan.get_transport()
+        return t is None or not t.is_active()
+
+    def close(self) -> None:
+        try:
+            self.chan.close()
+        except Exception:
+            pass
+
+
+class SSHExecutor(Executor):
+    name = "ssh"
+
+    def __init__(self, config: SSHConfig | None = None, **fields) -> None:
+        if config is not None and fields:
+            raise TypeError("give an SSHConfig or its fields, not both")
+        self.config = config or SSHConfig(**fields)
+        self._client = None
+        self._lock = threading.Lock()
+
+    # -- connection ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._transport()
+
+    def stop(self) -> None:
+        with self._lock:
+            c, self._client = self._client, None
+        if c is not None:
+            c.close()
+
+    def _transport(self):
+        with self._lock:
+            t = self._client.get_transport() if self._client is not None else None
+            if t is None or not t.is_active():
+                if self._client is not None:
+                    self._client.close()
+                self._client = self._connect()
+            return self._client.get_transport()
+
+    def _connect(self):
+        import paramiko
+        from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+        cfg = self.config
+        if not Path(cfg.known_hosts).is_file():
+            raise HostKeyRefused(f"known_hosts file {cfg.known_hosts} does not exist: create it with the server's "
+                                 f"key line (ssh-keyscan -p {cfg.port} {cfg.host} > {cfg.known_hosts}, then check it)")
+        transient = (socket.timeout, ConnectionError, paramiko.ssh_exception.NoValidConnectionsError, EOFError)
+
+        @retry(retry=retry_if_exception_type(transient), stop=stop_after_attempt(cfg.connect_attempts),
+               wait=wait_exponential_jitter(multiplier=0.2, max=3.0), reraise=True)
+        def attempt():
+            client = paramiko.SSHClient()
+            client.load_host_keys(cfg.known_hosts)
+            client.set_missing_host_key_policy(_reject_policy())
+            try:
+                client.connect(cfg.host, port=cfg.port, username=cfg.user, key_filename=cfg.key_file,
+                               allow_agent=False, look_for_keys=False, timeout=cfg.connect_timeout,
+                               banner_timeout=cfg.connect_timeout, auth_timeout=cfg.connect_timeout)
+            except BaseException:
+                client.close()
+                raise
+            client.get_transport().set_keepalive(int(max(1, cfg.keepalive)))
+            return client
+
+        where = f"{cfg.user}@{cfg.host}:{cfg.port}"
+        try:
+            return attempt()
+        except HostKeyRefused:
+            raise
+        except paramiko.BadHostKeyException as e:
+            raise HostKeyRefused(
+                f"host key of {e.hostname} CHANGED: it offered {e.key.get_name()} {fingerprint(e.key)}, known_hosts "
+                f"has {fingerprint(e.expected_key)}. This may be an attack; if the server really changed its key, "
+                f"replace its line in {cfg.known_hosts}") from None
+        except paramiko.AuthenticationException as e:
+            raise EngineUnavailable(f"SSH authentication to {where} with {cfg.key_file} failed: {e}") from None
+        except transient as e:
+            raise EngineUnavailable(f"no SSH server answers at {where} after {cfg.connect_attempts} attempts: "
+                                    f"{e or type(e).__name__}") from None
+        except paramiko.SSHException as e:
+            raise EngineUnavailable(f"SSH to {where} failed: {e}") from None
+
+    def _run_quick(self, command: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        chan = self._transport().open_session(timeout=self.config.connect_timeout)
+        try:
+            chan.settimeout(timeout)
+            chan.exec_command(command)
+            chan.shutdown_write()
+            out = bytearray()
+            while data := chan.recv(65536):
+                out += data
+            return chan.recv_exit_status(), bytes(out)
+        finally:
+            chan.close()
+
+    # -- commands -----------------------------------------------------------------------
+    def _cwd(self, cwd: str | None) -> str | None:
+        if not cwd or cwd.startswith("/"):
+            return cwd
+        return posixpath.join(self.config.workdir or ".", cwd)
+
+    def command_line(self, req: ExecRequest) -> str:
+        """The remote shell line: report $$ (sshd made this shell a session leader), enter the
+        working directory, then run the argv, every word quoted; `exit $?` keeps a signal death
+        visible as 128+N."""
+        env = {**self.config.env, **req.env}
+        words = ["env", "--"] + [f"{k}={v}" for k, v in env.items()] + list(req.argv) if env else list(req.argv)
+        cwd = self._cwd(req.cwd) or self.config.workdir
+        cd = f"cd -- {shlex.quote(cwd)} || exit 126; " if cwd else ""
+        return f"echo $$ >&2; {cd}{shlex.join(words)}; exit $?"
+
+    def spawn(self, req: ExecRequest) -> Process:
+        import paramiko
+
+        try:
+            chan = self._transport().open_session(timeout=self.config.connect_timeout)
+            chan.exec_command(self.command_line(req))
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            self.stop()
+            raise SandboxGone(f"could not start a command over SSH on {self.config.host}: {e}") from None
+        return SSHProcess(self, chan)
+
+    # -- files ----------------------------------------------------------------------------
+    def _sftp(self):
+        return self._transport().open_sftp_client()
+
+    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        sftp = self._sftp()
+        try:
+            parts = posixpath.dirname(path).split("/")
+            for i in range(1, len(parts) + 1):
+                d = "/".join(parts[:i])
+                if d:
+                    try:
+                        sftp.stat(d)
+                    except FileNotFoundError:
+                        sftp.mkdir(d)
+            with sftp.open(path, "wb") as f:
+                f.write(data)
+            sftp.chmod(path, mode)
+        finally:
+            sftp.close()
+
+    def get_file(self, path: str) -> bytes:
+        sftp = self._sftp()
+        try:
+            with sftp.open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise FileNotFoundError(f"get_file {path}: no such file on {self.config.host}") from None
+        finally:
+            sftp.close()

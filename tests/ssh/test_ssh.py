@@ -1,0 +1,78 @@
+"""The ssh executor against a real sshd on loopback: host keys, the named key only, a server
+that dies mid-command, reconnecting. (Exit codes, streams, timeouts, files: the conformance
+battery runs on ssh too.)"""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from executors.errors import EngineUnavailable, SandboxGone
+from executors.models import ExecRequest
+from executors.ssh import HostKeyRefused, SSHExecutor
+
+
+def test_runs_commands(ssh_config):
+    with SSHExecutor(ssh_config) as ex:
+        res = ex.run(["sh", "-c", "echo $0 ok; exit 4"])
+        assert (res.exit_code, res.stdout) == (4, b"sh ok\n")
+
+
+def test_unknown_host_key_is_refused_with_its_fingerprint(ssh_config, sshd, tmp_path):
+    (tmp_path / "empty_known_hosts").write_text("")
+    cfg = ssh_config.model_copy(update={"known_hosts": str(tmp_path / "empty_known_hosts")})
+    with pytest.raises(HostKeyRefused) as e:
+        SSHExecutor(cfg).start()
+    msg = str(e.value)
+    host_pub = (sshd.dir / "hostkey.pub").read_text().split()
+    assert "not in the known_hosts file" in msg and "SHA256:" in msg
+    assert f"[127.0.0.1]:{sshd.port} {host_pub[0]} {host_pub[1]}" in msg  # the line that would trust it
+
+
+def test_changed_host_key_is_refused(ssh_config, sshd, tmp_path):
+    other = (sshd.dir / "other.pub").read_text().split()
+    (tmp_path / "kh").write_text(f"[127.0.0.1]:{sshd.port} {other[0]} {other[1]}\n")
+    cfg = ssh_config.model_copy(update={"known_hosts": str(tmp_path / "kh")})
+    with pytest.raises(HostKeyRefused, match="CHANGED"):
+        SSHExecutor(cfg).start()
+
+
+def test_missing_known_hosts_file_says_how_to_make_one(ssh_config, tmp_path):
+    cfg = ssh_config.model_copy(update={"known_hosts": str(tmp_path / "nope")})
+    with pytest.raises(HostKeyRefused, match="ssh-keyscan"):
+        SSHExecutor(cfg).start()
+
+
+def test_only_the_named_key_is_used(ssh_config, sshd, monkeypatch, tmp_path):
+    """With a key the server does not accept, no agent and no ~/.ssh key is tried instead."""
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(tmp_path / "agent.sock"))
+    monkeypatch.setenv("HOME", str(sshd.dir))  # ~/.ssh would be here; it has the accepted key as id_ed25519
+    (sshd.dir / ".ssh").mkdir()
+    (sshd.dir / ".ssh" / "id_ed25519").write_bytes((sshd.dir / "client").read_bytes())
+    cfg = ssh_config.model_copy(update={"key_file": str(sshd.dir / "other")})
+    with pytest.raises(EngineUnavailable, match="authentication"):
+        SSHExecutor(cfg).start()
+
+
+def test_nothing_listening_fails_after_bounded_retries(ssh_config, sshd):
+    sshd.stop()
+    t = time.monotonic()
+    with pytest.raises(EngineUnavailable, match="no SSH server answers .* after 2 attempts"):
+        SSHExecutor(ssh_config).start()
+    assert time.monotonic() - t < 60
+
+
+def test_server_killed_mid_command_then_reconnect(ssh_config, sshd):
+    with SSHExecutor(ssh_config) as ex:
+        threading.Timer(1.0, sshd.stop).start()
+        with pytest.raises(SandboxGone, match="lost"):
+            ex.exec(ExecRequest(argv=["sleep", "30"], timeout=60))
+        sshd.start()
+        assert ex.run(["echo", "back"]).stdout == b"back\n"
+
+
+def test_command_line_quotes_every_word(ssh_config):
+    ex = SSHExecutor(ssh_config.model_copy(update={"workdir": "/tmp/a dir"}))
+    line = ex.command_line(ExecRequest(argv=["git", "push; rm -rf ~", "$(id)"], env={"A": "b c"}))
+    assert line == "echo $$ >&2; cd -- '/tmp/a dir' || exit 126; env -- 'A=b c' git 'push; rm -rf ~' '$(id)'; exit $?"
