@@ -10,6 +10,7 @@ truncate → redact → audit.
 from __future__ import annotations
 
 import os
+import posixpath
 import sys
 import threading
 import time
@@ -40,7 +41,7 @@ class Runner:
                  protect: tuple[str, ...] | list[str] = (), pool_size: int | None = None, session: str | None = None,
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
-                 egress_network: str | None = None) -> None:
+                 egress_network: str | None = None, ssh: Any = None) -> None:
         from .audit import AuditLog
         from .policy import Policy, load
         from .policy.protect import Guard, policy_protected_dirs
@@ -58,8 +59,15 @@ class Runner:
             if value is not None:
                 ov[key] = value
         self.policy = base.effective(protect=list(protect), overrides=ov, workspace=self.workspace)
-        if self.policy.sandbox.executor not in ("docker", "local"):
-            raise RunnerError(f"executor {self.policy.sandbox.executor!r} cannot run tools yet: use docker or local")
+        if self.policy.sandbox.executor == "ssh":
+            from executors.ssh import SSHConfig
+
+            if ssh is None:
+                raise RunnerError("executor ssh needs an SSH target: Runner(..., ssh=SSHConfig(host=..., user=..., "
+                                  "key_file=..., known_hosts=..., workdir=REMOTE_WORKSPACE))")
+            self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
+            if not self.ssh.workdir:
+                raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
         self.sandbox_env = self.policy.sandbox_env()
         self.redactor = Redactor(self.policy.resolve_secrets())
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
@@ -316,6 +324,12 @@ class Runner:
                          roots=[{"path": str(m.host_path(self.workspace)), "read_only": m.mode == "ro"} for m in pol.mounts])
             return Sandbox(LocalExecutor(self.workspace, env={"PYTHONDONTWRITEBYTECODE": "1"}), hello,
                            python=sys.executable, cwd=ws)
+        if pol.sandbox.executor == "ssh":
+            from executors.ssh import SSHExecutor
+
+            ws = self.ssh.workdir
+            hello.update(workspace=ws, protected=[posixpath.join(ws, p) for p in self.protected])
+            return Sandbox(SSHExecutor(self.ssh), hello, cwd=ws, env={"PYTHONDONTWRITEBYTECODE": "1"})
         from executors.docker import DockerExecutor, Mount, SandboxConfig
 
         from .policy.protect import readonly_mounts

@@ -76,3 +76,20 @@ def test_command_line_quotes_every_word(ssh_config):
     ex = SSHExecutor(ssh_config.model_copy(update={"workdir": "/tmp/a dir"}))
     line = ex.command_line(ExecRequest(argv=["git", "push; rm -rf ~", "$(id)"], env={"A": "b c"}))
     assert line == "echo $$ >&2; cd -- '/tmp/a dir' || exit 126; env -- 'A=b c' git 'push; rm -rf ~' '$(id)'; exit $?"
+
+
+def test_tools_run_on_the_host_through_the_agent(ssh_config, tmp_path):
+    """The same in-sandbox agent, shipped over the SSH channel and run with the remote python3."""
+    from runner import Runner
+
+    ws = tmp_path / "remote-ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("hello\n")
+    cfg = ssh_config.model_copy(update={"workdir": str(ws)})
+    with Runner(executor="ssh", workspace=ws, ssh=cfg, preset="all") as r:
+        assert r.call("read", {"path": "a.txt"}).text == "     1\thello"
+        assert r.call("write", {"path": "b.txt", "content": "made over ssh"}).text == "wrote 13 bytes to b.txt"
+        assert r.call("bash", {"command": "cat b.txt; echo; echo $SSH_CONNECTION | cut -d' ' -f3"}).text == \
+            "made over ssh\n127.0.0.1\n"
+        assert "protected directory" in r.call("write", {"path": ".git/hooks/x", "content": "1"}).text
+    assert (ws / "b.txt").read_text() == "made over ssh"
