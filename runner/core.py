@@ -80,6 +80,7 @@ class Runner:
         self.store = ResultStore()
         self.egress_network = egress_network  # an existing network for the egress proxy's way out
         self._egress = None
+        self._host_exec = None
         self._pool = None
         self._sandbox = None
         self._lock = threading.RLock()
@@ -125,6 +126,8 @@ class Runner:
                 self._pool.close()
             if self._egress is not None:  # after every sandbox on its network is gone
                 self._egress.stop()
+            if self._host_exec is not None:
+                self._host_exec.stop()
             self.store.close()
             self.limiter.forget(self.session_id)
 
@@ -208,7 +211,55 @@ class Runner:
             args["timeout"] = self.policy.limits.timeout_for(tool, requested)
             if requested is not None and args["timeout"] < requested:
                 meta["timeout_capped_to"] = args["timeout"]
+        if tool in STREAMING_TOOLS and self.policy.host_commands:
+            from . import hostroute
+
+            host_rules = hostroute.rules(self.policy)
+            if hostroute.wants_host(args["command"], host_rules):
+                return self._run_on_host(tool, args, call_id, host_rules)
         return self._run_in_sandbox(tool, args, call_id)
+
+    def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
+        """A host command: over SSH to the policy's host, in the mapped directory, under bash's
+        timeout and exit-code rules."""
+        from executors import ExecRequest, ExecutorError
+        from executors.ssh import SSHConfig, SSHExecutor
+
+        from . import hostroute
+        from .hostshell import Refused
+
+        if tool == "exec" and args.get("background"):
+            return ToolResult.error("background mode is refused for host commands: run it in the foreground",
+                                    error_type="gated")
+        if self.policy.host is None:
+            return ToolResult.error("the policy lists host_commands but names no host to run them on (policy key "
+                                    "host: {host, user, key_file, known_hosts})", error_type="gated")
+        sandbox_ws = {"docker": SANDBOX_WORKSPACE, "ssh": getattr(self, "ssh", None) and self.ssh.workdir}.get(
+            self.policy.sandbox.executor) or str(self.workspace)
+        try:
+            argv = hostroute.route(args["command"], host_rules)
+            cwd = hostroute.host_dir(args.get("cwd") or args.get("working_dir") or "", sandbox_ws, self.workspace)
+        except Refused as e:
+            return ToolResult.error(str(e), error_type="gated")
+        if self._host_exec is None:
+            self._host_exec = SSHExecutor(SSHConfig(**self.policy.host.model_dump()))
+        sink = self.store.sink(call_id, self.stream_caps)
+        req = ExecRequest(argv=argv, cwd=cwd, timeout=args["timeout"],
+                          stdin=args["input"].encode() if args.get("input") else None)
+        try:
+            res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
+        except ExecutorError as e:
+            sink.finish()
+            return ToolResult.error(f"host command failed to run: {e}", error_type="execution")
+        suffix = ""
+        if res.timed_out:
+            suffix = f"timed out after {args['timeout']:g}s: the command and all its processes were killed (exit code 124)"
+        elif res.exit_code != 0:
+            suffix = f"exit code: {res.exit_code}"
+        msg = {"content": suffix, "is_error": bool(suffix),
+               "meta": {"streamed": True, "exit_code": res.exit_code, "timed_out": res.timed_out, "ran_on": "host",
+                        "host_argv": argv, "host_cwd": cwd}}
+        return self._compose(msg, sink)
 
     def _approve(self, tool: str, args: dict):
         """The policy's approval rule. `ask` asks on the controlling terminal, never on stdin:

@@ -292,10 +292,22 @@ class RateLimits(Strict):
 
 
 class HostCommand(Strict):
-    """A command run on the host through the SSH executor (used by a later issue; accepted now)."""
+    """A command that bash/exec run on the host over SSH instead of in the sandbox, when a call
+    is exactly this command (argv[0] == name and the next words == args_prefix)."""
 
-    name: str
-    args_prefix: list[str] = Field(min_length=1)
+    name: str = Field(description="the program, e.g. git or gh")
+    args_prefix: list[str] = Field(default_factory=list, description="first arguments required, e.g. [push]")
+
+
+class HostTarget(Strict):
+    """The SSH host that host commands run on (usually the machine that holds the workspace)."""
+
+    host: str
+    port: int = Field(22, ge=1, le=65535)
+    user: str
+    key_file: str
+    known_hosts: str
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for host commands")
 
 
 class AuditPolicy(Strict):
@@ -325,7 +337,8 @@ class Policy(Strict):
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     approval: Literal["deny", "allow", "ask"] = "deny"
     host_commands: list[HostCommand] = Field(default_factory=list,
-                                             description="used by the SSH issue; accepted, not yet run")
+                                             description="bash/exec calls that are exactly one of these run on host")
+    host: HostTarget | None = Field(default=None, description="where host_commands run (SSH)")
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
 
     _source: str | None = PrivateAttr(default=None)
