@@ -152,13 +152,16 @@ def test_secret_values_never_in_dump(tmp_path):
 def test_rate_limits_and_host_commands():
     p = Policy.model_validate({"rate_limits": {"session": {"capacity": 10, "refill_per_second": 1},
                                                "tools": {"bash": {"capacity": 5, "refill_per_second": 0.5}}},
-                               "host_commands": [{"name": "git_push", "args_prefix": ["git", "push"]}]})
-    assert p.rate_limits.tools["bash"].capacity == 5 and p.host_commands[0].args_prefix == ["git", "push"]
+                               "host_commands": [{"name": "git", "args_prefix": ["push"]}, {"name": "gh"}]})
+    assert p.rate_limits.tools["bash"].capacity == 5 and p.host_commands[0].args_prefix == ["push"]
+    assert p.host_commands[1].args_prefix == []  # any gh command
     for bad in ({"capacity": 0, "refill_per_second": 1}, {"capacity": 1, "refill_per_second": 0}, {"capacity": 1}):
         with pytest.raises(ValidationError):
             Policy.model_validate({"rate_limits": {"session": bad}})
     with pytest.raises(ValidationError):
-        Policy.model_validate({"host_commands": [{"name": "x", "args_prefix": []}]})
+        Policy.model_validate({"host_commands": [{"args_prefix": ["push"]}]})
+    with pytest.raises(ValidationError):
+        Policy.model_validate({"host": {"host": "h", "user": "u"}})  # no key_file, no known_hosts
 
 
 def test_tenant_name():
