@@ -41,6 +41,8 @@ class SSHConfig(BaseModel):
     connect_timeout: float = Field(10.0, gt=0)
     connect_attempts: int = Field(4, ge=1, le=10)
     keepalive: float = Field(5.0, gt=0, description="seconds between transport keepalives")
+    deadline: float | None = Field(3600.0, gt=0, description="longest any command may run when the call sets no "
+                                   "timeout, so a hung server cannot hang a call")
     env: dict[str, str] = Field(default_factory=dict)
 
 
@@ -245,6 +247,11 @@ class SSHExecutor(Executor):
         cwd = self._cwd(req.cwd) or self.config.workdir
         cd = f"cd -- {shlex.quote(cwd)} || exit 126; " if cwd else ""
         return f"echo $$ >&2; {cd}{shlex.join(words)}; exit $?"
+
+    def exec(self, req: ExecRequest, **kw):
+        if req.timeout is None and self.config.deadline:
+            req = req.model_copy(update={"timeout": self.config.deadline})
+        return super().exec(req, **kw)
 
     def spawn(self, req: ExecRequest) -> Process:
         import paramiko

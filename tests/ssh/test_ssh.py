@@ -93,3 +93,28 @@ def test_tools_run_on_the_host_through_the_agent(ssh_config, tmp_path):
             "made over ssh\n127.0.0.1\n"
         assert "protected directory" in r.call("write", {"path": ".git/hooks/x", "content": "1"}).text
     assert (ws / "b.txt").read_text() == "made over ssh"
+
+
+def test_a_hung_server_cannot_hang_a_call(ssh_config, sshd):
+    """The server stops answering (SIGSTOP) mid-command: the overall deadline ends the call."""
+    import os
+    import signal
+
+    from .sshd import descendants
+
+    with SSHExecutor(ssh_config.model_copy(update={"deadline": 2})) as ex:
+        stopped = []
+
+        def freeze():
+            for pid in [sshd.proc.pid, *descendants(sshd.proc.pid)]:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.append(pid)
+
+        threading.Timer(0.5, freeze).start()
+        try:
+            res = ex.exec(ExecRequest(argv=["sleep", "30"]))
+            assert res.timed_out and res.exit_code == 124
+        finally:
+            time.sleep(0.6)
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
