@@ -180,6 +180,10 @@ class Runner:
         if refusal:
             return ToolResult.error(f"{refusal}; allowed here: {', '.join(s.name for s in self.tools())}",
                                     error_type="gated")
+        size = _args_size(args)
+        if size > ARGS_MAX_BYTES:
+            return ToolResult.error(f"arguments of {tool} are {size} bytes, over runner's limit of {ARGS_MAX_BYTES} "
+                                    "bytes: send the data in parts (write, then edit to append)", error_type="validation")
         try:
             args = registry.validate_args(tool, args)
         except registry.ToolArgError as e:
@@ -428,3 +432,14 @@ def workspace_usage(root: Path, stop_after: int | None = None) -> int:
 def open_tty():
     """The controlling terminal, for questions to the person at it (OSError when there is none)."""
     return open("/dev/tty", "r+", encoding="utf-8")
+
+
+def _args_size(obj: Any) -> int:
+    """Roughly the bytes of a call's arguments: the lengths of its strings, walked."""
+    if isinstance(obj, str):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(_args_size(k) + _args_size(v) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return sum(_args_size(v) for v in obj)
+    return 8

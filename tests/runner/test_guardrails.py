@@ -123,3 +123,12 @@ class FakeTty:
 
     def __exit__(self, *exc):
         pass
+
+
+def test_arguments_over_the_size_limit_are_refused_and_the_next_call_works(tmp_path):
+    r, ws = make(tmp_path)
+    with r:
+        res = r.call("write", {"path": "huge.txt", "content": "x" * (33 * 1024 * 1024)})
+        assert res.is_error and "over runner's limit" in res.text and res.meta["error_type"] == "validation"
+        assert not (ws / "huge.txt").exists()
+        assert not r.call("write", {"path": "small.txt", "content": "ok"}).is_error
