@@ -8,7 +8,7 @@ import sys
 import threading
 import traceback
 
-from . import files, gitops, listing, net, patch, procs, small
+from . import custom, files, gitops, listing, net, patch, plugins, procs, small
 from .context import Ctx, ToolError
 
 TOOLS = {
@@ -19,6 +19,7 @@ TOOLS = {
     "git_status": gitops.git_status, "git_diff": gitops.git_diff, "git_log": gitops.git_log, "git_add": gitops.git_add,
     "git_commit": gitops.git_commit, "git_push": gitops.git_push, "git_pull": gitops.git_pull,
     "echo": small.echo, "get_time": small.get_time, "memory_search": small.memory_search, "memory_get": small.memory_get,
+    "custom_describe": custom.describe, "custom_run": custom.run,  # custom tools: the controller's ops
 }
 STREAMING = {"bash", "exec"}
 
@@ -113,3 +114,4 @@ def main() -> None:
                 wire.send({"op": "error", "error": f"unknown op {op!r}"})
     finally:
         procs.shutdown()
+        plugins.shutdown()

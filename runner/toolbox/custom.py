@@ -1,0 +1,424 @@
+"""Custom tools inside the sandbox: find them in folders, describe them, run them.
+
+Formats (see TOOLS.md, "Custom tools"):
+- `exe`: any executable file; `NAME.md` beside it gives frontmatter `description` and a body of
+  usage guidance, else the first line of `NAME --help`. One string argument `args`, split with
+  shlex into argv (no shell ever runs it).
+- `script`: a file that mentions TOOL_ACTION; `TOOL_ACTION=describe` prints JSON (or the
+  plain-text form below), `TOOL_ACTION=execute` reads `[{"name", "value"}]` on stdin.
+  Interpreter from the shebang, else from the extension.
+- `plugin`: a long-lived JSON-lines process listed in the policy (plugins.py).
+
+The plain-text describe form (one `key: value` per line, then a parameter list):
+
+    name: greet
+    description: Greets someone
+    needsApproval: false
+    parameters:
+    - who (string, required): who to greet
+    - times (number, optional, default 1): how many times
+
+Two ops for the controller: `custom_describe` (scan folders, describe every tool, answer the
+tools and a reason for each one skipped) and `custom_run` (run one tool). Both are stateless
+apart from the plugin processes, so they work in per-call sandboxes too.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from . import plugins, procs
+from .context import Ctx, ToolError
+
+DESCRIBE_CAP = 1024 * 1024
+RUN_CAP = 16 * 1024 * 1024
+HEAD = 64 * 1024
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+TYPES = {"string", "number", "integer", "boolean", "array", "object"}
+EXT_INTERP = {".js": ["node"], ".mjs": ["node"], ".cjs": ["node"], ".py": ["python3"], ".sh": ["bash"],
+              ".bash": ["bash"], ".rb": ["ruby"]}
+ARGS_SCHEMA = {"type": "object", "properties": {"args": {
+    "type": "string", "default": "",
+    "description": "the command-line arguments, split like a shell would split them (no shell runs them)"}}}
+
+
+class DescribeError(Exception):
+    """Why one tool could not be loaded."""
+
+
+# -- running a process with a deadline ------------------------------------------------------------
+def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes | None = None,
+                 cap: int = RUN_CAP, merge: bool = False):
+    """(exit code, stdout, stderr, timed_out, dropped bytes). The process gets its own group,
+    which is killed (TERM, then KILL) at the deadline and swept when the leader has exited."""
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True,
+                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
+    except FileNotFoundError as e:
+        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror})")
+    except PermissionError as e:
+        raise ToolError(f"cannot run {argv[0]}: permission denied ({e.strerror})")
+    bufs = {"out": bytearray(), "err": bytearray()}
+    dropped = [0]
+
+    def drain(pipe, buf) -> None:
+        while True:
+            try:
+                data = os.read(pipe.fileno(), 65536)
+            except OSError:
+                data = b""
+            if not data:
+                return
+            room = cap - len(buf)
+            if room > 0:
+                buf += data[:room]
+            dropped[0] += max(0, len(data) - max(room, 0))
+
+    readers = [threading.Thread(target=drain, args=(proc.stdout, bufs["out"]), daemon=True)]
+    if not merge:
+        readers.append(threading.Thread(target=drain, args=(proc.stderr, bufs["err"]), daemon=True))
+    for t in readers:
+        t.start()
+    if stdin is not None:
+        def feed() -> None:
+            try:
+                proc.stdin.write(stdin)
+            except OSError:
+                pass
+            finally:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        threading.Thread(target=feed, daemon=True).start()
+    rc = procs._wait(proc, timeout)
+    timed_out = rc is None
+    if timed_out:
+        procs._kill_group(proc.pid, signal.SIGTERM)
+        rc = procs._wait(proc, procs.KILL_GRACE)
+        if rc is None:
+            procs._kill_group(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
+    for t in readers:
+        t.join(0.5)
+    procs._kill_group(proc.pid, signal.SIGKILL)  # what the tool left behind holds our pipes
+    for t in readers:
+        t.join(2)
+    for p in (proc.stdout, proc.stderr):
+        if p is not None:
+            p.close()
+    return (124 if timed_out else procs._code(rc)), bytes(bufs["out"]), bytes(bufs["err"]), timed_out, dropped[0]
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+# -- finding and classifying files ---------------------------------------------------------------
+def _head(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(HEAD)
+
+
+def classify(path: str) -> str | None:
+    """The format of a file in a tools folder, or None when it is not a tool."""
+    name = os.path.basename(path)
+    if name.startswith(".") or name.endswith(".md") or not os.path.isfile(path):
+        return None
+    try:
+        head = _head(path)
+    except OSError:
+        return None
+    if b"TOOL_ACTION" in head:
+        return "script"
+    if name.endswith(".lua"):
+        return "lua"
+    if name.endswith(".mjs") and b"export" in head:
+        return "module"
+    if os.access(path, os.X_OK):
+        return "exe"
+    return None
+
+
+def interpreter(path: str) -> list:
+    """The argv prefix that runs a script: its shebang, else what its extension says."""
+    head = _head(path).split(b"\n", 1)[0]
+    if head.startswith(b"#!"):
+        try:
+            argv = shlex.split(head[2:].decode("utf-8").strip())
+        except ValueError:
+            argv = []
+        if argv:
+            return argv
+    ext = os.path.splitext(path)[1].lower()
+    if ext in EXT_INTERP:
+        return list(EXT_INTERP[ext])
+    if os.access(path, os.X_OK):
+        return []
+    raise DescribeError("no shebang line, not executable, and no known extension (.js .mjs .cjs .py .sh .bash .rb)")
+
+
+# -- describing --------------------------------------------------------------------------------
+def frontmatter(text: str):
+    """(fields, body) of a markdown file with optional `---` YAML-ish frontmatter (key: value)."""
+    fields: dict = {}
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":
+        for i in range(1, len(lines)):
+            if lines[i].strip() == "---":
+                for line in lines[1:i]:
+                    if ":" in line and not line.startswith((" ", "\t")):
+                        k, v = line.split(":", 1)
+                        fields[k.strip()] = v.strip().strip("\"'")
+                return fields, "\n".join(lines[i + 1:]).strip()
+    return fields, text.strip()
+
+
+def _describe_exe(ctx: Ctx, path: str, timeout: float) -> dict:
+    stem = os.path.basename(path)
+    base = os.path.splitext(stem)[0] or stem
+    desc, guidance = "", ""
+    for md in (path + ".md", os.path.join(os.path.dirname(path), base + ".md")):
+        if os.path.isfile(md):
+            with open(md, encoding="utf-8", errors="replace") as f:
+                fields, guidance = frontmatter(f.read())
+            desc = fields.get("description", "")
+            if not desc:
+                raise DescribeError(f"{os.path.basename(md)} has no description in its frontmatter")
+            break
+    else:
+        code, out, err, timed_out, _ = run_captured([path, "--help"], ctx.workspace, ctx.env, timeout,
+                                                    cap=DESCRIBE_CAP)
+        if timed_out:
+            raise DescribeError(f"`{stem} --help` did not finish within {timeout:g}s (killed)")
+        if code != 0:
+            raise DescribeError(f"`{stem} --help` exited with code {code}: {_text(err or out).strip()[:300]}")
+        first = next((ln.strip() for ln in _text(out or err).splitlines() if ln.strip()), "")
+        if not first:
+            raise DescribeError(f"`{stem} --help` printed nothing; add {base}.md with a description")
+        desc = first
+    return {"name": base, "description": desc, "guidance": guidance, "parameters": ARGS_SCHEMA,
+            "needs_approval": False}
+
+
+def _param_schema(params) -> dict:
+    """acai's parameter list -> JSON Schema."""
+    if not isinstance(params, list):
+        raise DescribeError("parameters must be a list of {name, type, description, required, default}")
+    props, required = {}, []
+    for p in params:
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str) or not PARAM.match(p["name"]):
+            raise DescribeError(f"bad parameter {p!r}: each needs a name of letters, digits, _ and -")
+        t = p.get("type", "string")
+        if t not in TYPES:
+            raise DescribeError(f"parameter {p['name']}: unknown type {t!r} (use string, number, boolean ...)")
+        prop = {"type": t}
+        if p.get("description"):
+            prop["description"] = str(p["description"])
+        if "default" in p and p["default"] is not None:
+            prop["default"] = p["default"]
+        props[p["name"]] = prop
+        if p.get("required", True) and "default" not in prop:
+            required.append(p["name"])
+    schema = {"type": "object", "properties": props}
+    if required:
+        schema["required"] = required
+    return schema
+
+
+_TEXT_PARAM = re.compile(r"^[-*]\s*([A-Za-z_][A-Za-z0-9_-]*)\s*(?:\(([^)]*)\))?\s*:?\s*(.*)$")
+
+
+def parse_text_schema(text: str) -> dict:
+    """The plain-text describe form (see the module docstring) -> the JSON form."""
+    meta: dict = {}
+    params: list = []
+    in_params = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if in_params and line[0] in "-*":
+            m = _TEXT_PARAM.match(line)
+            if not m:
+                raise DescribeError(f"cannot read the parameter line {line!r}")
+            p = {"name": m.group(1), "type": "string", "required": True, "description": m.group(3).strip()}
+            for word in (w.strip() for w in (m.group(2) or "").split(",") if w.strip()):
+                low = word.lower()
+                if low in TYPES:
+                    p["type"] = low
+                elif low == "optional":
+                    p["required"] = False
+                elif low == "required":
+                    p["required"] = True
+                elif low.startswith("default"):
+                    val = word[7:].lstrip(" =:")
+                    try:
+                        p["default"] = json.loads(val)
+                    except ValueError:
+                        p["default"] = val
+            params.append(p)
+            continue
+        if ":" not in line:
+            raise DescribeError(f"cannot read the line {line!r} (expected key: value)")
+        k, v = (s.strip() for s in line.split(":", 1))
+        if k.lower() in ("parameters", "params"):
+            in_params = True
+            continue
+        meta[k] = v
+    if not meta.get("name"):
+        raise DescribeError("the text description has no name: line")
+    out = {"name": meta["name"], "description": meta.get("description", ""), "parameters": params}
+    na = meta.get("needsApproval", meta.get("needs_approval"))
+    if na is not None:
+        out["needsApproval"] = na.lower() not in ("false", "no", "0")
+    return out
+
+
+def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
+    argv = interpreter(path) + [path]
+    env = dict(ctx.env, TOOL_ACTION="describe")
+    code, out, err, timed_out, _ = run_captured(argv, ctx.workspace, env, timeout, cap=DESCRIBE_CAP)
+    if timed_out:
+        raise DescribeError(f"describe did not finish within {timeout:g}s (killed)")
+    if code != 0:
+        raise DescribeError(f"describe exited with code {code}: {_text(err or out).strip()[:300]}")
+    text = _text(out).strip()
+    if not text:
+        raise DescribeError("describe printed nothing on stdout")
+    if text.startswith("{"):
+        try:
+            meta = json.loads(text)
+        except ValueError as e:
+            raise DescribeError(f"describe printed invalid JSON ({e}): {text[:120]!r}")
+    else:
+        try:
+            meta = parse_text_schema(text)
+        except DescribeError as e:
+            raise DescribeError(f"describe printed neither JSON nor the text form: {e}")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not NAME.match(meta["name"]):
+        raise DescribeError(f"describe gave no valid name (letters, digits, _ and -): {str(meta)[:120]!r}")
+    if not isinstance(meta.get("description"), str) or not meta["description"].strip():
+        raise DescribeError("describe gave no description")
+    return {"name": meta["name"], "description": meta["description"].strip(),
+            "guidance": str(meta.get("guidance") or meta.get("system_prompt") or ""),
+            "parameters": _param_schema(meta.get("parameters", [])),
+            "needs_approval": bool(meta.get("needsApproval", True))}
+
+
+UNSUPPORTED = {
+    "lua": "Lua tool records are not supported yet (optional extra runner[lua])",
+    "module": "ES module tools (export def / run) need the Node harness, which is not implemented yet",
+}
+
+
+def _describe_one(ctx: Ctx, kind: str, path: str, timeout: float) -> list:
+    if kind in UNSUPPORTED:
+        raise DescribeError(UNSUPPORTED[kind])
+    if kind == "exe":
+        return [_describe_exe(ctx, path, timeout)]
+    return [_describe_script(ctx, path, timeout)]
+
+
+def describe(ctx: Ctx, args: dict) -> dict:
+    """Scan `places` ([{place, dir}] in precedence order) and start `plugins` ([{path, args,
+    place}]); answer {tools: [...], errors: [{place, path, error}]}. Every tool is described in
+    its own process with `timeout` seconds; one failing never stops the others."""
+    timeout = float(args.get("timeout") or 10)
+    jobs = []
+    for order, place in enumerate(args.get("places") or []):
+        d = place["dir"]
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for n in names:
+            path = os.path.join(d, n)
+            kind = classify(path)
+            if kind:
+                jobs.append((order, place["place"], kind, path, None))
+    base = len(args.get("places") or [])
+    for i, pl in enumerate(args.get("plugins") or []):
+        jobs.append((base + i, pl.get("place", "policy"), "plugin", pl["path"], list(pl.get("args") or [])))
+
+    def work(job):
+        order, place, kind, path, pargs = job
+        try:
+            if kind == "plugin":
+                found = plugins.describe(ctx, path, pargs, timeout)
+            else:
+                found = _describe_one(ctx, kind, path, timeout)
+        except (DescribeError, ToolError, OSError) as e:
+            return [], [{"place": place, "path": path, "kind": kind, "error": str(e)}]
+        except Exception as e:  # a bug here must not lose the other tools
+            return [], [{"place": place, "path": path, "kind": kind, "error": f"{type(e).__name__}: {e}"}]
+        for t in found:
+            t.update(place=place, order=order, kind=kind, path=path)
+            if pargs is not None:
+                t["plugin_args"] = pargs
+        return found, []
+
+    tools, errors = [], []
+    if jobs:
+        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
+            for found, errs in pool.map(work, jobs):
+                tools += found
+                errors += errs
+    return {"content": {"tools": tools, "errors": errors}, "meta": {}}
+
+
+# -- running -------------------------------------------------------------------------------------
+def _trim_json(text: str) -> str:
+    text = text.strip()
+    if text[:1] in ("{", "["):
+        try:
+            return json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+        except ValueError:
+            pass
+    return text
+
+
+def run(ctx: Ctx, args: dict) -> dict:
+    """Run one custom tool: {kind, path, name, args | params, timeout, plugin_args}."""
+    kind, path = args["kind"], args["path"]
+    timeout = float(args.get("timeout") or 120)
+    if kind == "plugin":
+        return plugins.call(ctx, path, list(args.get("plugin_args") or []), args["name"], args.get("params") or {},
+                            timeout)
+    if kind == "exe":
+        try:
+            argv = [path] + shlex.split(args.get("args") or "")
+        except ValueError as e:
+            raise ToolError(f"cannot split args into words: {e} (check the quotes)")
+        code, out, _, timed_out, dropped = run_captured(argv, ctx.workspace, ctx.env, timeout, merge=True)
+        text = _text(out)
+    elif kind == "script":
+        try:
+            argv = interpreter(path) + [path]
+        except DescribeError as e:
+            raise ToolError(str(e))
+        params = [{"name": k, "value": v} for k, v in (args.get("params") or {}).items()]
+        env = dict(ctx.env, TOOL_ACTION="execute")
+        code, out, err, timed_out, dropped = run_captured(argv, ctx.workspace, env, timeout,
+                                                          stdin=json.dumps(params).encode() + b"\n")
+        text = _trim_json(_text(out)) or _text(err).strip()
+    else:
+        raise ToolError(f"unknown custom tool kind {kind!r}")
+    meta = {"exit_code": code, "timed_out": timed_out, "kind": kind}
+    if dropped:
+        text += f"\n[... {dropped} more bytes of output dropped in the sandbox]"
+        meta["dropped_bytes"] = dropped
+    if timed_out:
+        return {"content": (text + "\n" if text else "") + f"timed out after {timeout:g}s: the tool and all its "
+                "processes were killed (exit code 124)", "is_error": True, "meta": meta}
+    if code != 0:
+        return {"content": (text + "\n" if text else "") + f"exit code: {code}", "is_error": True, "meta": meta}
+    return {"content": text, "is_error": False, "meta": meta}
