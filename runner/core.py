@@ -73,6 +73,10 @@ class Runner:
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
         self.protected = policy_protected_dirs(self.policy, workspace=self.workspace)
+        from . import custom
+
+        self.protected += [d for d in custom.protected_dirs(self.policy, self.workspace) if d not in self.protected]
+        self._custom = None  # custom.Catalog, described in the sandbox on first use
         self.guard = Guard(self.workspace, self.protected)
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
@@ -148,7 +152,32 @@ class Runner:
         from .schemas import registry
 
         preset = registry.preset(self.policy.tools.preset)
-        return [s for s in registry.all_specs() if self.policy.tool_gate(s.name, preset) is None]
+        custom = {n: s for n, s in self.custom_tools().items() if n not in self.policy.tools.deny}
+        return [s for s in registry.all_specs() if s.name not in custom and self.policy.tool_gate(s.name, preset) is None
+                ] + list(custom.values())
+
+    def custom_tools(self) -> dict:
+        """{name: CustomSpec} of the custom tools found (described in the sandbox once, on first use)."""
+        from . import custom
+
+        with self._lock:
+            if self._custom is None:
+                self._custom = custom.discover(self)
+            return self._custom.tools
+
+    def custom_errors(self) -> list[dict]:
+        """The custom tools that were skipped, each with its place, path and the reason."""
+        self.custom_tools()
+        return [e for e in self._custom.errors if not e.get("overridden")]
+
+    def refresh_tools(self) -> dict:
+        """Rescan the custom tool places: {added, removed, changed, errors, report}."""
+        from . import custom
+
+        with self._lock:
+            old, self._custom = self._custom, custom.discover(self)
+            ch = custom.changes(old, self._custom)
+            return {**ch, "errors": self.custom_errors(), "report": custom.report(ch, self._custom)}
 
     def call(self, tool: str, args: dict | None = None, *, call_id: str | None = None) -> ToolResult:
         """Run one tool call. Never raises for a tool's failure: that is a result with is_error."""
@@ -173,6 +202,11 @@ class Runner:
         from .policy.protect import ProtectedPath
         from .schemas import registry
 
+        spec = self.custom_tools().get(tool) if isinstance(tool, str) else None
+        if spec is not None:
+            from . import custom
+
+            return custom.call(self, spec, args, call_id, meta)
         if not registry.exists(tool):
             names = ", ".join(s.name for s in self.tools())
             return ToolResult.error(f"unknown tool: {tool}. Tools that exist here: {names}", error_type="validation")
@@ -209,7 +243,8 @@ class Runner:
         if tool == "result":
             return self._result_tool(args)
         if tool == "refresh_tools":
-            return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()))
+            report = self.refresh_tools()["report"]
+            return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()) + "\n" + report)
         if tool in STREAMING_TOOLS or "timeout" in args:
             requested = args.get("timeout")
             args["timeout"] = self.policy.limits.timeout_for(tool, requested)
@@ -393,6 +428,9 @@ class Runner:
         mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro")]
         mounts += [m.to_mount() for m in readonly_mounts(self.workspace, SANDBOX_WORKSPACE, self.protected).mounts]
         mounts += [m.to_mount(self.workspace) for m in pol.mounts]
+        from . import custom
+
+        mounts += custom.mounts(self)
         net = {"network": "none", "env": dict(SANDBOX_ENV)}
         if self._egress is not None:
             net = {"network": self._egress.sandbox_network, "dns": self._egress.sandbox_dns,

@@ -115,12 +115,13 @@ def preset(name: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def validate_args(tool: str, args: Any) -> dict:
-    """Canonical, defaulted, coerced arguments, or ToolArgError naming the argument."""
+def validate_args(tool: str, args: Any, spec: ToolSpec | None = None) -> dict:
+    """Canonical, defaulted, coerced arguments, or ToolArgError naming the argument.
+    `spec`: a tool that is not in SPECS (a custom tool)."""
     if not isinstance(args, dict):
         raise ToolArgError(f"invalid arguments for {tool}: expected a JSON object, got {type(args).__name__}")
     try:
-        model = SPECS[tool].model.model_validate(args)
+        model = (spec or SPECS[tool]).model.model_validate(args)
     except ValidationError as e:
         problems = []
         for err in e.errors():

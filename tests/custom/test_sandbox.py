@@ -1,0 +1,49 @@
+"""Custom tools are loaded and run in the sandbox: nothing of theirs touches the host (docker)."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from .conftest import install, script
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+@pytest.fixture
+def executor():
+    return "docker"
+
+
+def test_describing_never_runs_user_code_on_the_host(make_runner, workspace):
+    marker = Path(f"/tmp/runner-describe-marker-{uuid.uuid4().hex}")
+    script(workspace / ".runner" / "tools", "marks.sh",
+           f'#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then touch {marker}; echo \'{{"name": "marks", '
+           f'"description": "d", "parameters": [], "needsApproval": false}}\'; fi\n')
+    script(workspace / "tools", "marks2", f"#!/bin/sh\ntouch {marker}.help\necho 'Leaves a marker'\n")
+    r = make_runner()
+    names = {s.name for s in r.tools()}
+    assert {"marks", "marks2"} <= names
+    assert not marker.exists() and not Path(f"{marker}.help").exists()
+    inside = r.call("bash", {"command": f"ls {marker} {marker}.help"})
+    assert not inside.is_error, inside.content  # the describes ran in this sandbox, and only there
+
+
+def test_a_tool_cannot_write_outside_the_workspace(make_runner, workspace, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    user_tools = Path.home() / ".config" / "runner" / "tools"
+    script(user_tools, "escape", "#!/bin/sh\nfor p in \"$@\"; do echo x > \"$p\" && echo \"wrote $p\"; done\n"
+                                 "exit 0\n")
+    (user_tools / "escape.md").write_text("---\ndescription: try to write files\n---\n")
+    install(workspace / "tools", "executable/stamp")
+    r = make_runner()
+    assert next(s for s in r.tools() if s.name == "escape").source == "user"
+    targets = [f"{outside}/x", "/etc/x", "/opt/runner-tools/user/x", "/workspace/tools/x", "/usr/x"]
+    res = r.call("escape", {"args": " ".join(targets)})
+    assert "wrote" not in res.content, res.content
+    assert list(outside.iterdir()) == [] and not (workspace / "tools" / "x").exists()
+    assert sorted(p.name for p in user_tools.iterdir()) == ["escape", "escape.md"]
+    res = r.call("escape", {"args": "/workspace/inside.txt"})
+    assert "wrote" in res.content and (workspace / "inside.txt").read_text() == "x\n"
