@@ -70,9 +70,13 @@ def tools(preset: str | None, fmt: str, prompt: bool, workspace: str, executor: 
             raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(registry.PRESETS)}")
         specs = [registry.get(n) for n in registry.preset(preset)]
     else:
-        r = Runner(executor=executor or "local", workspace=workspace, policy=policy)
+        # Custom tools describe themselves in the policy's sandbox (never on the host unless the
+        # executor is local), so the executor is the policy's unless given.
+        r = Runner(executor=executor, workspace=workspace, policy=policy)
         try:
             specs = r.tools()
+            for e in r.custom_errors():
+                sys.stderr.write(f"runner: skipped custom tool {e.get('path')} ({e.get('place')}): {e.get('error')}\n")
         finally:
             r.close()
     if prompt:
