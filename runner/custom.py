@@ -16,6 +16,7 @@ and the project folders are protected (read-only) like any protected directory.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -26,6 +27,9 @@ from .schemas.registry import ToolSpec
 PROJECT_DIRS = ("tools", ".acai/tools", ".runner/tools")
 SANDBOX_TOOLS = "/opt/runner-tools"
 SYSTEM_DIR = Path(__file__).resolve().parent / "system_tools"
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # what the agents' APIs accept
+DESCRIPTION_MAX = 2000
+GUIDANCE_MAX = 16000
 _PY_TYPES: dict[str, Any] = {"string": str, "number": float, "integer": int, "boolean": bool, "array": list,
                              "object": dict}
 
@@ -218,6 +222,13 @@ def discover(runner) -> Catalog:
     cat.errors += found.get("errors") or []
     for t in sorted(found.get("tools") or [], key=lambda t: t.get("order", 0)):
         name = t.get("name")
+        if not isinstance(name, str) or not NAME.match(name):
+            cat.errors.append({"place": t.get("place"), "path": t.get("path"), "kind": t.get("kind"),
+                               "error": f"bad tool name {str(name)[:80]!r}: use letters, digits, _ and - (at most 64, "
+                                        "not starting with a digit)"})
+            continue
+        t["description"] = str(t.get("description") or "")[:DESCRIPTION_MAX]
+        t["guidance"] = str(t.get("guidance") or "")[:GUIDANCE_MAX]
         if name in registry.SPECS and not pol.tools.allow_shadowing:
             cat.errors.append({"place": t.get("place"), "path": t.get("path"), "kind": t.get("kind"),
                                "error": f"custom tool {name} has the name of a built-in tool and was refused: rename "

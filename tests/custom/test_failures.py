@@ -79,3 +79,15 @@ def test_needs_approval_goes_through_the_policy(make_runner, workspace):
     assert res.is_error and "needs approval" in res.content and res.meta["error_type"] == "gated"
     r2 = make_runner(**{"approval": "allow"})
     assert r2.call("risky", {}).content == "ran"
+
+
+def test_a_file_name_that_is_no_tool_name_is_skipped(make_runner, workspace):
+    from .conftest import script
+
+    script(workspace / "tools", "has space", "#!/bin/sh\necho 'A tool'\n")
+    script(workspace / "tools", "9lives", "#!/bin/sh\necho 'A tool'\n")
+    install(workspace / "tools", "executable/stamp")
+    r = make_runner()
+    names = {s.name for s in r.tools()}
+    assert "stamp" in names and "has space" not in names and "9lives" not in names
+    assert sum("bad tool name" in e["error"] for e in r.custom_errors()) == 2
