@@ -50,7 +50,7 @@ class Place:
 class CustomSpec(ToolSpec):
     """A ToolSpec for a custom tool: its declared JSON Schema is what agents see."""
 
-    kind: str = "exe"  # exe | script | plugin
+    kind: str = "exe"  # exe | script | plugin | module
     path: str = ""  # in the sandbox
     plugin_args: tuple[str, ...] = ()
     declared: dict = field(default_factory=dict)

@@ -49,6 +49,39 @@ ARGS_SCHEMA = {"type": "object", "properties": {"args": {
     "description": "the command-line arguments, split like a shell would split them (no shell runs them)"}}}
 
 
+# Forgekeeper-style ES modules (`export const def` in the OpenAI function format, `export async
+# function run(args)`): this harness imports one, then describes it or runs it with the
+# arguments read from stdin. A thrown error exits 1 with the message on stderr.
+NODE_HARNESS = r"""
+import { pathToFileURL } from 'node:url';
+const [mode, file] = process.argv.slice(-2);
+const mod = await import(pathToFileURL(file).href);
+const def = mod.def ?? mod.default?.def;
+const run = mod.run ?? mod.default?.run;
+const fn = def && def.function ? def.function : def;
+if (mode === 'describe') {
+  if (!fn || typeof fn.name !== 'string') { console.error('the module exports no def with a name'); process.exit(2); }
+  if (typeof run !== 'function') { console.error('the module exports no run function'); process.exit(2); }
+  process.stdout.write(JSON.stringify({ name: fn.name, description: fn.description || '',
+    guidance: fn.guidance || '', parameters: fn.parameters || { type: 'object', properties: {} } }));
+} else {
+  let input = '';
+  for await (const chunk of process.stdin) input += chunk;
+  try {
+    const out = await run(JSON.parse(input || '{}'));
+    process.stdout.write(typeof out === 'string' ? out : JSON.stringify(out ?? null));
+  } catch (e) {
+    process.stderr.write(String((e && e.message) || e));
+    process.exit(1);
+  }
+}
+"""
+
+
+def node_argv(mode: str, path: str) -> list:
+    return ["node", "--input-type=module", "-e", NODE_HARNESS, "--", mode, path]
+
+
 class DescribeError(Exception):
     """Why one tool could not be loaded."""
 
@@ -316,8 +349,24 @@ def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
 
 UNSUPPORTED = {
     "lua": "Lua tool records are not supported yet (optional extra runner[lua])",
-    "module": "ES module tools (export def / run) need the Node harness, which is not implemented yet",
 }
+
+
+def _describe_module(ctx: Ctx, path: str, timeout: float) -> dict:
+    code, out, err, timed_out, _ = run_captured(node_argv("describe", path), ctx.workspace, ctx.env, timeout,
+                                                cap=DESCRIBE_CAP)
+    if timed_out:
+        raise DescribeError(f"describing the module did not finish within {timeout:g}s (killed)")
+    if code != 0:
+        raise DescribeError(f"the node harness exited with code {code}: {_text(err or out).strip()[-300:]}")
+    try:
+        meta = json.loads(_text(out))
+    except ValueError as e:
+        raise DescribeError(f"the node harness printed invalid JSON ({e})")
+    if not isinstance(meta.get("parameters"), dict):
+        raise DescribeError("def.parameters must be a JSON Schema object")
+    return {"name": meta["name"], "description": str(meta.get("description") or ""),
+            "guidance": str(meta.get("guidance") or ""), "parameters": meta["parameters"], "needs_approval": False}
 
 
 def _describe_one(ctx: Ctx, kind: str, path: str, timeout: float) -> list:
@@ -325,6 +374,8 @@ def _describe_one(ctx: Ctx, kind: str, path: str, timeout: float) -> list:
         raise DescribeError(UNSUPPORTED[kind])
     if kind == "exe":
         return [_describe_exe(ctx, path, timeout)]
+    if kind == "module":
+        return [_describe_module(ctx, path, timeout)]
     return [_describe_script(ctx, path, timeout)]
 
 
@@ -410,6 +461,11 @@ def run(ctx: Ctx, args: dict) -> dict:
         code, out, err, timed_out, dropped = run_captured(argv, ctx.workspace, env, timeout,
                                                           stdin=json.dumps(params).encode() + b"\n")
         text = _trim_json(_text(out)) or _text(err).strip()
+    elif kind == "module":
+        params = {k: v for k, v in (args.get("params") or {}).items()}
+        code, out, err, timed_out, dropped = run_captured(node_argv("run", path), ctx.workspace, ctx.env, timeout,
+                                                          stdin=json.dumps(params).encode())
+        text = _trim_json(_text(out)) if code == 0 else _text(err).strip() or _text(out).strip()
     else:
         raise ToolError(f"unknown custom tool kind {kind!r}")
     meta = {"exit_code": code, "timed_out": timed_out, "kind": kind}
