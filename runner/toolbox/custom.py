@@ -121,17 +121,7 @@ def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes |
     for t in readers:
         t.start()
     if stdin is not None:
-        def feed() -> None:
-            try:
-                proc.stdin.write(stdin)
-            except OSError:
-                pass
-            finally:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        threading.Thread(target=feed, daemon=True).start()
+        procs.feed_stdin(proc, stdin)
     rc = procs._wait(proc, timeout)
     timed_out = rc is None
     if timed_out:

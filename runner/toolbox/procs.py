@@ -61,23 +61,29 @@ def _code(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
+def feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
+    """Write data to the process's stdin in a thread, then close it (a full pipe cannot block us)."""
+    def feed() -> None:
+        try:
+            proc.stdin.write(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    threading.Thread(target=feed, daemon=True).start()
+
+
 def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
     """Run `command`; send its output as `output` events; return (exit code, timed out)."""
     proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
                             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if stdin_text is not None:
-        def feed() -> None:
-            try:
-                proc.stdin.write(stdin_text.encode("utf-8"))
-            except OSError:
-                pass
-            finally:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-        threading.Thread(target=feed, daemon=True).start()
+        feed_stdin(proc, stdin_text.encode("utf-8"))
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     sel = selectors.DefaultSelector()
