@@ -61,6 +61,34 @@ def _proxy_source() -> str:
     return inspect.getsource(egress_proxy)
 
 
+TABLES_TIMEOUT = 60.0
+
+
+def run_tables(argv: list[str], timeout: float = TABLES_TIMEOUT) -> subprocess.CompletedProcess:
+    """Run one iptables command. Its output goes to files, not pipes, and only the process itself
+    is waited for: a finished command is never taken for a hung one because something else kept
+    a pipe open or the clock jumped (CI once saw `iptables -I` exit 0 and still time out in
+    subprocess.run). A command that is really still running at the deadline is killed and
+    reported as EgressUnavailable, never as a bare TimeoutExpired."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = proc.poll()  # finished after all (a late wake-up): its answer stands
+            if code is None:
+                proc.kill()
+                proc.wait()
+                raise EgressUnavailable(f"`{os.path.basename(argv[0])} {' '.join(argv[1:])}` did not finish within "
+                                        f"{timeout:g} s (killed); the host firewall is not answering")
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, code, out.read().decode("utf-8", "replace"),
+                                           err.read().decode("utf-8", "replace"))
+
+
 class Firewall:
     """Host iptables rules of one session, all tagged with one comment so they can be found and
     removed even by another process (`remove_session_rules`)."""
@@ -72,7 +100,7 @@ class Firewall:
 
     @staticmethod
     def _run(tool: str, args: list[str], check: bool = True) -> subprocess.CompletedProcess:
-        res = subprocess.run([tool, "-w", "10", *args], capture_output=True, text=True, timeout=60)
+        res = run_tables([tool, "-w", "10", *args])
         if check and res.returncode != 0:
             raise EgressUnavailable(f"`{os.path.basename(tool)} {' '.join(args)}` failed: {res.stderr.strip()[:300]}")
         return res
@@ -393,7 +421,7 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
     for tool in ("iptables", "ip6tables"):
         if not shutil.which(tool):
             continue
-        res = subprocess.run([tool, "-w", "10", "-S"], capture_output=True, text=True)
+        res = run_tables([tool, "-w", "10", "-S"])
         for line in res.stdout.splitlines():
             if COMMENT_PREFIX not in line:
                 continue

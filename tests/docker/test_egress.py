@@ -22,7 +22,7 @@ import pytest
 
 from executors.docker import DockerExecutor
 from executors.docker import labels as L
-from executors.docker.egress import COMMENT_PREFIX, Egress, EgressUnavailable, network_names, reap_orphans
+from executors.docker.egress import COMMENT_PREFIX, Egress, EgressUnavailable, network_names, reap_orphans, run_tables
 from executors.docker.egress_proxy import Refused, decide, parse_allow
 from executors.errors import InvalidConfig
 from executors.models import Limits
@@ -30,6 +30,21 @@ from executors.models import Limits
 IMAGE = "runner/base:latest"
 TEST_LABELS = {"runner.test": "egress"}
 GUARD_COMMENT = "runner-egress-test"
+
+
+# -- running the firewall tools --------------------------------------------------------------
+
+def test_a_finished_firewall_command_counts_even_if_a_child_keeps_its_output_open():
+    # CI once saw `iptables -I` exit 0 and still "time out": only the process itself is waited for.
+    t0 = time.monotonic()
+    res = run_tables(["sh", "-c", "sleep 5 & echo inserted; echo warn >&2"], timeout=10)
+    assert (res.returncode, res.stdout, res.stderr) == (0, "inserted\n", "warn\n")
+    assert time.monotonic() - t0 < 4  # it did not wait for the sleeping child (not a speed claim)
+
+
+def test_a_hung_firewall_command_is_killed_and_said_clearly():
+    with pytest.raises(EgressUnavailable, match="did not finish within 0.5 s"):
+        run_tables(["sleep", "30"], timeout=0.5)
 
 
 # -- the allowlist logic, without Docker ------------------------------------------------------
