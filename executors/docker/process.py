@@ -112,6 +112,9 @@ class DockerStreamProcess(Process):
                 pass
 
 
+RUNTIME_FAILED = 128  # what docker exec reports when the runtime lost the process
+
+
 class ExecProcess(DockerStreamProcess):
     """A command started with `docker exec` in a running sandbox container."""
 
@@ -140,6 +143,8 @@ class ExecProcess(DockerStreamProcess):
             if not info.get("Running") or self.gone():
                 code = info.get("ExitCode")
                 self._code = 137 if code is None else code  # no code: the sandbox died under it
+                if code == RUNTIME_FAILED:
+                    self._settle()
                 return self._code
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -159,6 +164,15 @@ class ExecProcess(DockerStreamProcess):
 
     def oom_killed(self) -> bool:
         return _oom_event(self.client, self.container_id, self.started)
+
+    def _settle(self, within: float = 2.0) -> None:
+        """After the runtime's own failure code, give the engine a moment to see the container
+        die: gVisor answers an exec with 128 when an OOM ends the whole sandbox, and the engine
+        may still call the container running for a few hundred milliseconds (seen here: 1 run
+        in 3), which made an OOM look like a plain exit code 128."""
+        deadline = time.monotonic() + within
+        while not self.gone() and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def gone(self) -> bool:
         """The container under this exec is no longer running (gVisor, for one, ends the whole
