@@ -3,6 +3,11 @@
 `runner/rootfs:bookworm` is a Debian root made by images/rootfs/build.sh (debootstrap) and
 loaded with `docker import`; the other images are Dockerfiles FROM it. Each image carries a
 label with the hash of its recipe, so a changed recipe is rebuilt and an unchanged one is not.
+
+A Dockerfile recipe may hold `prepare.sh`: it runs on this machine with the build context (a
+copy of the folder) as its argument, to put in what the Dockerfile COPYs (a wheel fetched with
+the machine's own pip, the machine's node binary). Exit code 3 from prepare.sh means "cannot
+be built here" (the reason on stderr): an optional recipe is then skipped, not failed.
 """
 from __future__ import annotations
 
@@ -27,6 +32,10 @@ def cache_dir() -> Path:
     return Path(base)
 
 
+class CannotBuild(RuntimeError):
+    """A recipe's prepare.sh said this machine cannot build it (exit code 3)."""
+
+
 @dataclass(frozen=True)
 class Recipe:
     name: str  # repository:tag
@@ -34,6 +43,7 @@ class Recipe:
     kind: str  # "rootfs" (debootstrap + import) or "dockerfile"
     needs: str | None = None
     description: str = ""
+    optional: bool = False  # skipped (with the reason) when its prepare.sh says it cannot be built here
 
     @property
     def path(self) -> Path:
@@ -54,7 +64,10 @@ RECIPES: dict[str, Recipe] = {
     for r in (
         Recipe("runner/rootfs:bookworm", "rootfs", "rootfs", description="Debian bookworm root (debootstrap)"),
         Recipe("runner/base:latest", "base", "dockerfile", needs="runner/rootfs:bookworm",
-               description="default sandbox: python3, bash, git, user runner (1000), /workspace"),
+               description="default sandbox: python3 (with lupa for Lua tools), bash, git, user runner (1000), "
+                           "/workspace"),
+        Recipe("runner/node:latest", "node", "dockerfile", needs="runner/base:latest", optional=True,
+               description="runner/base plus this machine's node, for JS custom tools"),
     )
 }
 
@@ -88,7 +101,12 @@ def build(client, name: str | None = None, force: bool = False, progress: Progre
     built: list[str] = []
     checked: set[str] = set()
     for recipe in targets:
-        _build_one(client, recipe, force, say, built, checked)
+        try:
+            _build_one(client, recipe, force, say, built, checked)
+        except CannotBuild as e:
+            if name or not recipe.optional:
+                raise
+            say(f"images: skipped {recipe.name} (optional): {e}")
     return built
 
 
@@ -138,10 +156,38 @@ def _build_rootfs(client, recipe: Recipe, say: Progress) -> None:
     client.api.import_image_from_file(str(tarball), repository=repo, tag=tag, changes=changes)
 
 
+def _prepare(recipe: Recipe, context: Path, say: Progress) -> None:
+    """Copy the recipe folder into `context` and run its prepare.sh there, if it has one."""
+    import shutil
+
+    shutil.copytree(recipe.path, context, dirs_exist_ok=True)
+    script = context / "prepare.sh"
+    if not script.exists():
+        return
+    env = dict(os.environ, PYTHON=sys.executable, RUNNER_CACHE_DIR=str(cache_dir()))
+    proc = subprocess.run(["bash", str(script), str(context)], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace")
+    for line in proc.stdout.splitlines():
+        say("  " + line)
+    if proc.returncode == 3:
+        raise CannotBuild(proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "prepare.sh exited 3")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{recipe.path / 'prepare.sh'} failed with exit code {proc.returncode}; see the lines above")
+
+
 def _build_dockerfile(client, recipe: Recipe, say: Progress) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="runner-image-") as tmp:
+        context = Path(tmp) / "context"
+        _prepare(recipe, context, say)
+        _docker_build(client, recipe, context, say)
+
+
+def _docker_build(client, recipe: Recipe, context: Path, say: Progress) -> None:
     import docker.errors
 
-    stream = client.api.build(path=str(recipe.path), tag=recipe.name, rm=True, forcerm=True, decode=True,
+    stream = client.api.build(path=str(context), tag=recipe.name, rm=True, forcerm=True, decode=True,
                               pull=False, labels={RECIPE_LABEL: recipe.digest()})
     for chunk in stream:
         if "stream" in chunk and chunk["stream"].strip():
@@ -158,6 +204,6 @@ def listing(client) -> list[dict]:
             "name": recipe.name, "state": state,
             "id": img.short_id.split(":")[-1] if img else "",
             "size_mb": round(img.attrs.get("Size", 0) / 1e6) if img else 0,
-            "description": recipe.description,
+            "description": recipe.description, "optional": recipe.optional,
         })
     return rows

@@ -60,7 +60,8 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
         if r["state"] == "ok":
             rows.append(("OK", f"image {r['name']}", f"{r['id']} {r['size_mb']}MB"))
         else:
-            rows.append(("FAIL", f"image {r['name']}", f"{r['state']}: run `runner images build`"))
+            rows.append(("WARN" if r.get("optional") else "FAIL", f"image {r['name']}",
+                         f"{r['state']}: run `runner images build`" + (" (optional)" if r.get("optional") else "")))
     stale = [c for c in managed(client) if L.orphan_reason(c["Labels"])]
     rows.append(("WARN" if stale else "OK", "orphans", f"{len(stale)} orphaned container(s)" + (": run `runner gc`" if stale else "")))
     if not shutil.which("debootstrap"):
