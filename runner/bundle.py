@@ -2,7 +2,8 @@
 
 The sandbox runs `python3 -u -c BOOTSTRAP`; the bootstrap reads one length line and a JSON map
 of module sources, installs an in-memory importer for the package `runner_agent`, and starts
-the agent's JSON-lines loop on the same stdin. Nothing is written to the sandbox's disk, so
+the agent's JSON-lines loop on the same stdin. Its working directory is the workspace, so the
+first thing it does is drop '' from sys.path: a `json.py` there must not become the agent. Nothing is written to the sandbox's disk, so
 this works with a read-only root, in any image with python3 >= 3.9, and over any transport.
 """
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 PACKAGE = "runner_agent"
 
 BOOTSTRAP = r"""
-import sys, json, importlib.abc, importlib.util
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+import json, importlib.abc, importlib.util
 _n = int(sys.stdin.buffer.readline())
 _mods = json.loads(sys.stdin.buffer.read(_n).decode("utf-8"))
 class _Bundle(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -8,6 +8,10 @@ Formats (see TOOLS.md, "Custom tools"):
   plain-text form below), `TOOL_ACTION=execute` reads `[{"name", "value"}]` on stdin.
   Interpreter from the shebang, else from the extension.
 - `plugin`: a long-lived JSON-lines process listed in the policy (plugins.py).
+- `module`: a Forgekeeper `.mjs` exporting `def` and `run`, through node (harnesses.NODE).
+- `lua`: an ah Lua tool record, through lupa (harnesses.LUA).
+- `python`: a function or class of the `runner.tools` entry-point group; the controller finds
+  the entry points (metadata only) and gives `module:attr` and the folders to import from.
 
 The plain-text describe form (one `key: value` per line, then a parameter list):
 
@@ -33,7 +37,7 @@ import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from . import plugins, procs
+from . import harnesses, plugins, procs
 from .context import Ctx, ToolError
 
 DESCRIBE_CAP = 1024 * 1024
@@ -44,42 +48,11 @@ PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 TYPES = {"string", "number", "integer", "boolean", "array", "object"}
 EXT_INTERP = {".js": ["node"], ".mjs": ["node"], ".cjs": ["node"], ".py": ["python3"], ".sh": ["bash"],
               ".bash": ["bash"], ".rb": ["ruby"]}
+HINTS = {"node": "; the JS tools need node in the sandbox: with docker use the image runner/node:latest "
+                 "(policy sandbox.image, built by `runner images build node`)"}
 ARGS_SCHEMA = {"type": "object", "properties": {"args": {
     "type": "string", "default": "",
     "description": "the command-line arguments, split like a shell would split them (no shell runs them)"}}}
-
-
-# Forgekeeper-style ES modules (`export const def` in the OpenAI function format, `export async
-# function run(args)`): this harness imports one, then describes it or runs it with the
-# arguments read from stdin. A thrown error exits 1 with the message on stderr.
-NODE_HARNESS = r"""
-import { pathToFileURL } from 'node:url';
-const [mode, file] = process.argv.slice(-2);
-const mod = await import(pathToFileURL(file).href);
-const def = mod.def ?? mod.default?.def;
-const run = mod.run ?? mod.default?.run;
-const fn = def && def.function ? def.function : def;
-if (mode === 'describe') {
-  if (!fn || typeof fn.name !== 'string') { console.error('the module exports no def with a name'); process.exit(2); }
-  if (typeof run !== 'function') { console.error('the module exports no run function'); process.exit(2); }
-  process.stdout.write(JSON.stringify({ name: fn.name, description: fn.description || '',
-    guidance: fn.guidance || '', parameters: fn.parameters || { type: 'object', properties: {} } }));
-} else {
-  let input = '';
-  for await (const chunk of process.stdin) input += chunk;
-  try {
-    const out = await run(JSON.parse(input || '{}'));
-    process.stdout.write(typeof out === 'string' ? out : JSON.stringify(out ?? null));
-  } catch (e) {
-    process.stderr.write(String((e && e.message) || e));
-    process.exit(1);
-  }
-}
-"""
-
-
-def node_argv(mode: str, path: str) -> list:
-    return ["node", "--input-type=module", "-e", NODE_HARNESS, "--", mode, path]
 
 
 class DescribeError(Exception):
@@ -96,7 +69,8 @@ def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes |
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
     except FileNotFoundError as e:
-        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror})")
+        hint = HINTS.get(os.path.basename(argv[0]), "")
+        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror}){hint}")
     except PermissionError as e:
         raise ToolError(f"cannot run {argv[0]}: permission denied ({e.strerror})")
     bufs = {"out": bytearray(), "err": bytearray()}
@@ -337,35 +311,48 @@ def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
             "needs_approval": bool(meta.get("needsApproval", True))}
 
 
-UNSUPPORTED = {
-    "lua": "Lua tool records are not supported yet (optional extra runner[lua])",
-}
+HARNESS = {"module": ("the node harness", harnesses.node_argv), "lua": ("the Lua harness", harnesses.lua_argv),
+           "python": ("the Python harness", harnesses.python_argv)}
 
 
-def _describe_module(ctx: Ctx, path: str, timeout: float) -> dict:
-    code, out, err, timed_out, _ = run_captured(node_argv("describe", path), ctx.workspace, ctx.env, timeout,
-                                                cap=DESCRIBE_CAP)
+def _env(ctx: Ctx, pythonpath) -> dict:
+    if not pythonpath:
+        return ctx.env
+    return dict(ctx.env, PYTHONPATH=":".join(pythonpath), PYTHONDONTWRITEBYTECODE="1")
+
+
+def _describe_harness(ctx: Ctx, kind: str, path: str, timeout: float, pythonpath=(), name=None) -> dict:
+    """Describe a tool of a language runtime (module, lua, python) through its harness."""
+    what, argv = HARNESS[kind]
+    code, out, err, timed_out, _ = run_captured(argv("describe", path), ctx.workspace, _env(ctx, pythonpath),
+                                                timeout, cap=DESCRIBE_CAP)
     if timed_out:
-        raise DescribeError(f"describing the module did not finish within {timeout:g}s (killed)")
+        raise DescribeError(f"describing did not finish within {timeout:g}s (killed)")
     if code != 0:
-        raise DescribeError(f"the node harness exited with code {code}: {_text(err or out).strip()[-300:]}")
+        raise DescribeError(f"{what} exited with code {code}: {_text(err or out).strip()[-300:]}")
     try:
         meta = json.loads(_text(out))
     except ValueError as e:
-        raise DescribeError(f"the node harness printed invalid JSON ({e})")
+        raise DescribeError(f"{what} printed invalid JSON ({e})")
     if not isinstance(meta.get("parameters"), dict):
-        raise DescribeError("def.parameters must be a JSON Schema object")
-    return {"name": meta["name"], "description": str(meta.get("description") or ""),
-            "guidance": str(meta.get("guidance") or ""), "parameters": meta["parameters"], "needs_approval": False}
+        raise DescribeError("the parameters must be a JSON Schema object")
+    name = name or meta.get("name")
+    if kind == "lua" and not name:
+        name = os.path.splitext(os.path.basename(path))[0]
+    if not isinstance(name, str):
+        raise DescribeError(f"no tool name: {str(name)[:80]!r}")
+    if kind != "module" and not str(meta.get("description") or "").strip():
+        raise DescribeError("the tool has no description" + (" (add a docstring)" if kind == "python" else ""))
+    return {"name": name, "description": str(meta.get("description") or "").strip(),
+            "guidance": str(meta.get("guidance") or ""), "parameters": meta["parameters"],
+            "needs_approval": bool(meta.get("needs_approval"))}
 
 
 def _describe_one(ctx: Ctx, kind: str, path: str, timeout: float) -> list:
-    if kind in UNSUPPORTED:
-        raise DescribeError(UNSUPPORTED[kind])
     if kind == "exe":
         return [_describe_exe(ctx, path, timeout)]
-    if kind == "module":
-        return [_describe_module(ctx, path, timeout)]
+    if kind in HARNESS:
+        return [_describe_harness(ctx, kind, path, timeout)]
     return [_describe_script(ctx, path, timeout)]
 
 
@@ -386,15 +373,22 @@ def describe(ctx: Ctx, args: dict) -> dict:
             kind = classify(path)
             if kind:
                 jobs.append((order, place["place"], kind, path, None))
+    for ep in args.get("python") or []:  # ordered by the controller, like the places
+        jobs.append((ep.get("order", 0), ep.get("place", "python"), "python", ep["ref"],
+                     {"name": ep["name"], "pythonpath": list(ep.get("pythonpath") or [])}))
     base = len(args.get("places") or [])
     for i, pl in enumerate(args.get("plugins") or []):
         jobs.append((base + i, pl.get("place", "policy"), "plugin", pl["path"], list(pl.get("args") or [])))
 
     def work(job):
-        order, place, kind, path, pargs = job
+        order, place, kind, path, extra = job
+        pargs = extra if kind == "plugin" else None
         try:
             if kind == "plugin":
                 found = plugins.describe(ctx, path, pargs, timeout)
+            elif kind == "python":
+                found = [dict(_describe_harness(ctx, kind, path, timeout, extra["pythonpath"], extra["name"]),
+                              pythonpath=extra["pythonpath"])]
             else:
                 found = _describe_one(ctx, kind, path, timeout)
         except (DescribeError, ToolError, OSError) as e:
@@ -428,7 +422,7 @@ def _trim_json(text: str) -> str:
 
 
 def run(ctx: Ctx, args: dict) -> dict:
-    """Run one custom tool: {kind, path, name, args | params, timeout, plugin_args}."""
+    """Run one custom tool: {kind, path, name, args | params, timeout, plugin_args, pythonpath}."""
     kind, path = args["kind"], args["path"]
     timeout = float(args.get("timeout") or 120)
     if kind == "plugin":
@@ -453,12 +447,30 @@ def run(ctx: Ctx, args: dict) -> dict:
         text = _trim_json(_text(out)) or _text(err).strip()
     elif kind == "module":
         params = {k: v for k, v in (args.get("params") or {}).items()}
-        code, out, err, timed_out, dropped = run_captured(node_argv("run", path), ctx.workspace, ctx.env, timeout,
-                                                          stdin=json.dumps(params).encode())
+        code, out, err, timed_out, dropped = run_captured(harnesses.node_argv("run", path), ctx.workspace, ctx.env,
+                                                          timeout, stdin=json.dumps(params).encode())
         text = _trim_json(_text(out)) if code == 0 else _text(err).strip() or _text(out).strip()
+    elif kind in ("lua", "python"):
+        params = {k: v for k, v in (args.get("params") or {}).items()}
+        code, out, err, timed_out, dropped = run_captured(HARNESS[kind][1]("run", path), ctx.workspace,
+                                                          _env(ctx, args.get("pythonpath")), timeout,
+                                                          stdin=json.dumps(params).encode())
+        text = _text(err).strip() or _text(out).strip()
+        if code == 0 and not timed_out:
+            try:
+                answer = json.loads(_text(out))
+                text = _trim_json(str(answer["text"]))
+                tool_error = bool(answer.get("is_error"))
+            except (ValueError, KeyError, TypeError):
+                tool_error, text = True, f"{HARNESS[kind][0]} answered no result: {_text(out).strip()[:300]!r}"
+            if tool_error:  # the tool said so (Lua's is_error): its text, not an exit code
+                return {"content": text, "is_error": True, "meta": {"exit_code": 0, "timed_out": False, "kind": kind,
+                                                                    "dropped_bytes": dropped}}
     else:
         raise ToolError(f"unknown custom tool kind {kind!r}")
     meta = {"exit_code": code, "timed_out": timed_out, "kind": kind}
+    if kind in HARNESS and code == 1 and not timed_out:  # the tool threw: its message is the error
+        return {"content": text or "the tool failed without a message", "is_error": True, "meta": meta}
     if dropped:
         text += f"\n[... {dropped} more bytes of output dropped in the sandbox]"
         meta["dropped_bytes"] = dropped
