@@ -72,15 +72,16 @@ class Runner:
         self.redactor = Redactor(self.policy.resolve_secrets())
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
+        self.session_id = session or uuid.uuid4().hex[:12]
         self.protected = policy_protected_dirs(self.policy, workspace=self.workspace)
         from . import custom
 
-        self.protected += [d for d in custom.protected_dirs(self.policy, self.workspace) if d not in self.protected]
+        self.protected += [d for d in custom.protected_dirs(self) if d not in self.protected]
         self._custom = None  # custom.Catalog, described in the sandbox on first use
+        self._shipped = None  # ssh: the host folder holding this machine's tool folders (custom.ship)
         self.guard = Guard(self.workspace, self.protected)
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
-        self.session_id = session or uuid.uuid4().hex[:12]
         self.store = ResultStore()
         self.egress_network = egress_network  # an existing network for the egress proxy's way out
         self._egress = None
@@ -132,6 +133,10 @@ class Runner:
                 self._egress.stop()
             if self._host_exec is not None:
                 self._host_exec.stop()
+            if self._shipped:
+                from . import custom
+
+                custom.unship(self)
             self.store.close()
             self.limiter.forget(self.session_id)
 

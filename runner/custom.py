@@ -4,18 +4,23 @@ to one goes through the same guardrails as a built-in and runs in the sandbox.
 Places, in precedence order (a later one wins by name):
 
     system   runner/system_tools/ (shipped with runner; may be empty)
+    python   the `runner.tools` entry-point group of runner's Python environment
     user     ~/.config/runner/tools
     policy   the policy's tools.folders, then its tools.plugins
     project  the workspace's tools/, .acai/tools/, .runner/tools/
 
-Nothing here runs a tool: the controller only lists folders. Describing and running happen in
+Nothing here runs a tool: the controller only lists folders and reads packages' metadata
+(entry points are found without importing anything). Describing and running happen in
 the sandbox (ops custom_describe and custom_run of the agent, runner/toolbox/custom.py). With
 docker the non-workspace folders are bind-mounted read-only under /opt/runner-tools/<place>,
-and the project folders are protected (read-only) like any protected directory.
+and the project folders are protected (read-only) like any protected directory. The packages
+behind entry points (their top-level modules and those of what they require) are bind-mounted
+read-only under /opt/runner-tools/python, which is their PYTHONPATH in the sandbox.
 """
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +31,7 @@ from .schemas.registry import ToolSpec
 
 PROJECT_DIRS = ("tools", ".acai/tools", ".runner/tools")
 SANDBOX_TOOLS = "/opt/runner-tools"
+ENTRY_POINT_GROUP = "runner.tools"
 SYSTEM_DIR = Path(__file__).resolve().parent / "system_tools"
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # what the agents' APIs accept
 DESCRIPTION_MAX = 2000
@@ -41,18 +47,19 @@ def user_dir() -> Path:
 @dataclass(frozen=True)
 class Place:
     place: str  # system | user | policy | project
-    host: Path
+    host: Optional[Path]  # None: a folder of the ssh host, not of this machine
     sandbox: str  # the folder as the sandbox sees it
-    mount: bool  # bind-mount it read-only (docker, outside the workspace)
+    mount: bool  # ship it: bind-mount it read-only (docker), copy it to the host (ssh)
 
 
 @dataclass(frozen=True)
 class CustomSpec(ToolSpec):
     """A ToolSpec for a custom tool: its declared JSON Schema is what agents see."""
 
-    kind: str = "exe"  # exe | script | plugin | module
-    path: str = ""  # in the sandbox
+    kind: str = "exe"  # exe | script | plugin | module | lua | python
+    path: str = ""  # in the sandbox; for python the entry point's module:attr
     plugin_args: tuple[str, ...] = ()
+    pythonpath: tuple[str, ...] = ()  # python: where the sandbox imports it from
     declared: dict = field(default_factory=dict)
 
     def schema(self) -> dict:
@@ -70,79 +77,370 @@ def _docker(runner) -> bool:
     return runner.policy.sandbox.executor == "docker"
 
 
-def places(runner) -> list[Place]:
-    """The folders to scan, in precedence order (only those that exist)."""
+def _ssh(runner) -> bool:
+    return runner.policy.sandbox.executor == "ssh"
+
+
+def shipped_root(runner) -> Optional[str]:
+    """Where this machine's tool folders appear in the sandbox: docker mounts them read-only
+    under /opt/runner-tools; ssh copies them into a folder of the session on the host (ship());
+    local uses them where they are (None)."""
+    if _docker(runner):
+        return SANDBOX_TOOLS
+    if _ssh(runner):  # the session id may come from a caller: only safe characters reach the path
+        return "/tmp/runner-tools-" + re.sub(r"[^A-Za-z0-9_-]", "_", str(runner.session_id))[:64]
+    return None
+
+
+def _refused(errors: Optional[list], place: str, path, why: str) -> None:
+    if errors is not None:
+        errors.append({"place": place, "path": str(path), "kind": "-", "error": why})
+
+
+LEAVES = "given relative to the workspace, it is a link that leaves the workspace: refused"
+
+
+def places(runner, errors: Optional[list] = None) -> list[Place]:
+    """The folders to scan, in precedence order (only those that exist here; on ssh the project
+    folders are the host's, which the sandbox lists itself). A folder given relative to the
+    workspace (the project's, a relative policy folder) whose real path leaves the workspace (a
+    symlink planted there) is refused, never mounted or copied, and said in `errors`."""
     pol = runner.policy
     ws = runner.workspace
     out: list[Place] = []
-    docker = _docker(runner)
+    root = shipped_root(runner)
 
-    def add(place: str, host: Path, label: str) -> None:
+    def add(place: str, given: Path, label: str) -> None:
         try:
-            host = host.expanduser()
-            if not host.is_absolute():
-                host = ws / host
-            host = host.resolve()
+            host = given.expanduser()
+            relative = not host.is_absolute()
+            host = (ws / host if relative else host).resolve()
         except OSError:
             return
         if not host.is_dir():
             return
-        if docker:
-            if host == ws or host.is_relative_to(ws):
-                out.append(Place(place, host, "/workspace/" + host.relative_to(ws).as_posix(), False))
-            else:
-                out.append(Place(place, host, f"{SANDBOX_TOOLS}/{label}", True))
-        else:
+        if relative and not host.is_relative_to(ws):
+            return _refused(errors, place, ws / given, f"this tool folder, {LEAVES}")
+        if root is None:
             out.append(Place(place, host, str(host), False))
+        elif _docker(runner) and host.is_relative_to(ws):
+            out.append(Place(place, host, "/workspace/" + host.relative_to(ws).as_posix(), False))
+        else:
+            out.append(Place(place, host, f"{root}/{label}", True))
 
     add("system", SYSTEM_DIR, "system")
     add("user", user_dir(), "user")
     for i, folder in enumerate(pol.tools.folders):
         add("policy", Path(folder), f"policy-{i}")
     for rel in PROJECT_DIRS:
-        add("project", ws / rel, "")
+        if _ssh(runner):
+            out.append(Place("project", None, posixpath.join(runner.ssh.workdir, rel), False))
+        else:
+            add("project", Path(rel), "")
     return out
 
 
-def _plugin_paths(runner) -> list[tuple[dict, Optional[Place]]]:
-    """[(plugin entry for the agent, mount or None)]: paths as the sandbox sees them."""
+def _plugin_paths(runner, errors: Optional[list] = None) -> list[tuple[dict, Optional[Place]]]:
+    """[(plugin entry for the agent, mount or None)]: paths as the sandbox sees them. A bare
+    name is a command on the sandbox's PATH (never looked up in the workspace); a relative path
+    is the workspace's and must stay in it; an absolute one is this machine's (shipped to the
+    sandbox) when it exists here, else the sandbox's own."""
     ws = runner.workspace
+    root = shipped_root(runner)
     out = []
     for i, pl in enumerate(runner.policy.tools.plugins):
         raw = os.path.expanduser(pl.path)
-        host = Path(raw) if os.path.isabs(raw) else ws / raw
         entry = {"path": raw, "args": list(pl.args), "place": "policy"}
-        mount = None
-        if "/" not in pl.path and not host.exists():
-            out.append((entry, None))  # a command name, found on the sandbox's PATH
+        if "/" not in raw:
+            out.append((entry, None))
+            continue
+        if not os.path.isabs(raw):
+            if _ssh(runner):  # the host's workspace
+                entry["path"] = posixpath.join(runner.ssh.workdir, raw)
+                out.append((entry, None))
+                continue
+            host = (ws / raw).resolve()
+            if not host.is_relative_to(ws):
+                _refused(errors, "policy", ws / raw, f"this plugin, {LEAVES}")
+                continue
+            entry["path"] = "/workspace/" + host.relative_to(ws).as_posix() if _docker(runner) else str(host)
+            out.append((entry, None))
+            continue
+        host = Path(raw)
+        if not host.exists() or root is None:
+            out.append((entry, None))
             continue
         host = host.resolve()
-        if not _docker(runner):
-            entry["path"] = str(host)
-        elif host.is_relative_to(ws):
+        if _docker(runner) and host.is_relative_to(ws):
             entry["path"] = "/workspace/" + host.relative_to(ws).as_posix()
-        else:
-            mount = Place("policy", host.parent, f"{SANDBOX_TOOLS}/plugin-{i}", True)
-            entry["path"] = f"{mount.sandbox}/{host.name}"
+            out.append((entry, None))
+            continue
+        mount = Place("policy", host.parent, f"{root}/plugin-{i}", True)
+        entry["path"] = f"{mount.sandbox}/{host.name}"
         out.append((entry, mount))
     return out
 
 
+# -- Python entry points ----------------------------------------------------------------------
+_REQ_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _top_levels(dist) -> set[str]:
+    """The importable top-level names a distribution installs (from its metadata only)."""
+    names = set()
+    top = dist.read_text("top_level.txt")
+    if top:
+        names.update(n.strip() for n in top.splitlines() if n.strip())
+    for f in dist.files or ():
+        parts = f.parts
+        if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith((".dist-info", ".egg-info", ".pth")):
+            continue
+        first = parts[0]
+        if len(parts) > 1 or first.endswith(".py"):
+            names.add(first.split(".")[0])
+        elif first.endswith(".so"):
+            names.add(first.split(".")[0])
+    return {n for n in names if n.isidentifier()}
+
+
+def _locations(dist, top: str) -> list[Path]:
+    """Where the distribution put its top-level module `top`, from its RECORD (nothing is
+    imported and the controller's sys.path is not consulted, so a `top.py` in the current
+    directory cannot stand in). An editable install records no module files: then the path
+    entries its .pth added are searched, never '' or the current directory."""
+    found = set()
+    for f in dist.files or ():
+        parts = f.parts
+        if not parts or parts[0] == "..":
+            continue
+        first = parts[0]
+        if (first == top and len(parts) > 1) or (len(parts) == 1 and (
+                first == f"{top}.py" or (first.startswith(f"{top}.") and first.endswith(".so")))):
+            found.add(first)
+    if found:
+        return [Path(dist.locate_file(n)).resolve() for n in sorted(found)]
+    import importlib.machinery
+    import sys
+
+    here = os.getcwd()
+    path = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != here]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, path)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        return [Path(p).resolve() for p in spec.submodule_search_locations]
+    if spec.origin and os.path.isfile(spec.origin):
+        return [Path(spec.origin).resolve()]
+    return []
+
+
+def _requirements(dist) -> list[str]:
+    out = []
+    for req in dist.requires or ():
+        if "extra ==" in req.replace('"', "").replace("'", ""):
+            continue
+        m = _REQ_NAME.match(req)
+        if m:
+            out.append(m.group(1))
+    return out
+
+
+def entry_point_tools(runner, errors: Optional[list] = None) -> tuple[list[dict], list]:
+    """([{name, ref, pythonpath, place, order}], [Place to mount]) for the `runner.tools` group.
+    Only metadata is read here; describing and running happen in the sandbox, which imports the
+    tool's package and what it requires from read-only mounts (docker) or from where they are
+    installed (local). A package that lives in the workspace is refused: the agent could
+    rewrite it."""
+    from importlib.metadata import PackageNotFoundError, distribution, entry_points
+
+    if not runner.policy.tools.entry_points:
+        return [], []
+    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    if not eps:
+        return [], []
+    root = shipped_root(runner)
+    prefix = f"{root}/python" if root else None
+    stdlib = set(getattr(__import__("sys"), "stdlib_module_names", ()))
+    tools, mounts_by_target = [], {}
+    ws = runner.workspace
+    for ep in eps:
+        if ep.dist is None:
+            _refused(errors, "python", ep.value, f"entry point {ep.name}: no installed distribution holds it")
+            continue
+        modules: list[tuple] = [(ep.dist, ep.module.split(".")[0])]  # (distribution, top-level name)
+        seen, queue = set(), [ep.dist]
+        while queue:  # the distribution and, transitively, what it requires
+            dist = queue.pop()
+            key = (dist.metadata["Name"] or "").lower().replace("_", "-")
+            if key in seen or key == "runner":
+                continue
+            seen.add(key)
+            modules += [(dist, top) for top in sorted(_top_levels(dist) - stdlib)]
+            for req in _requirements(dist):
+                try:
+                    queue.append(distribution(req))
+                except PackageNotFoundError:
+                    pass
+        locs = list(dict.fromkeys(loc for dist, top in modules for loc in _locations(dist, top)))
+        inside = [loc for loc in locs if loc.is_relative_to(ws)]
+        if inside:
+            _refused(errors, "python", f"{ep.module}:{ep.attr}", f"entry point {ep.name}: its package lives in the "
+                     f"workspace ({inside[0]}), where the agent could rewrite it: refused")
+            continue
+        paths: list[str] = []
+        for loc in locs:
+            if prefix:
+                target = f"{prefix}/{loc.name}"
+                mounts_by_target.setdefault(target, Place("python", loc, target, True))
+                if prefix not in paths:
+                    paths.append(prefix)
+            elif str(loc.parent) not in paths:
+                paths.append(str(loc.parent))
+        tools.append({"name": ep.name, "ref": f"{ep.module}:{ep.attr}" if ep.attr else ep.module,
+                      "pythonpath": paths, "place": "python"})
+    return tools, list(mounts_by_target.values())
+
+
 def mounts(runner) -> list:
-    """Read-only bind mounts for the docker sandbox (tool folders outside the workspace)."""
+    """Read-only bind mounts for the docker sandbox (tool folders outside the workspace, the
+    packages behind Python entry points)."""
     if not runner.policy.tools.custom:
         return []
     from executors.docker import Mount
 
-    ms = [p for p in places(runner) if p.mount] + [m for _, m in _plugin_paths(runner) if m is not None]
-    return [Mount(source=str(p.host), target=p.sandbox, read_only=True) for p in ms]
+    return [Mount(source=str(p.host), target=p.sandbox, read_only=True) for p in _shipments(runner)]
 
 
-def protected_dirs(policy, workspace: Path) -> list[str]:
-    """The project tool folders that exist, workspace-relative: protected like .git/hooks."""
+SHIP_MAX = 64 * 1024 * 1024
+_SHIP = 'set -e; rm -rf -- "$1"; umask 077; mkdir -- "$1"; tar -xf - -C "$1" --no-same-owner'
+
+
+def _shipments(runner) -> list[Place]:
+    return ([p for p in places(runner) if p.mount] + [m for _, m in _plugin_paths(runner) if m is not None]
+            + entry_point_tools(runner)[1])
+
+
+def ship(runner) -> Optional[str]:
+    """ssh: copy this machine's tool folders (system, user, policy, plugins, the packages of
+    Python entry points) into the session's folder on the host, afresh on every scan, as one tar
+    stream over one command. Answers why it failed, or None. Runner.close removes the folder."""
+    import tarfile
+    import tempfile
+
+    if not _ssh(runner):
+        return None
+    items = _shipments(runner)
+    if not items:
+        return None
+    from executors.models import ExecRequest
+    from executors.ssh import SSHExecutor
+
+    size = sum(_tree_size(p.host) for p in items)  # before anything is read into memory
+    if size > SHIP_MAX:
+        return (f"the custom tool folders of this machine come to {size} bytes, over {SHIP_MAX} to copy to "
+                f"{runner.ssh.host}: list fewer folders, or install the tools on the host")
+    root = shipped_root(runner)
+    with tempfile.SpooledTemporaryFile(max_size=8 * 1024 * 1024) as buf:
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for p in items:
+                tar.add(str(p.host), arcname=posixpath.relpath(p.sandbox, root))
+        buf.seek(0)
+        runner._shipped = root  # from now on close() removes it, also after a half-done copy
+        ex = SSHExecutor(runner.ssh)
+        try:
+            res = ex.exec(ExecRequest(argv=["sh", "-c", _SHIP, "sh", root], timeout=300), stdin=buf)
+        except Exception as e:
+            return f"could not copy the custom tool folders to {runner.ssh.host}: {e}"
+        finally:
+            ex.stop()
+    if res.exit_code != 0:
+        return (f"could not copy the custom tool folders to {runner.ssh.host}:{root} (exit code {res.exit_code}): "
+                f"{res.stderr.decode('utf-8', 'replace').strip()[:300]}")
+    return None
+
+
+def _tree_size(path: Path) -> int:
+    """Bytes of the files under path (links not followed), as tar would store them."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return 0
+    if not path.is_dir() or path.is_symlink():
+        return st.st_size
+    total = 0
+    for d, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(d, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def unship(runner) -> None:
+    """Remove the session's copy of the tool folders from the ssh host (best effort)."""
+    root = getattr(runner, "_shipped", None)
+    if not root:
+        return
+    from executors.models import ExecRequest
+    from executors.ssh import SSHExecutor
+
+    ex = SSHExecutor(runner.ssh)
+    try:
+        ex.exec(ExecRequest(argv=["rm", "-rf", "--", root], timeout=60))
+        runner._shipped = None
+    except Exception:
+        pass
+    finally:
+        ex.stop()
+
+
+def _holds_tools(folder: Path) -> bool:
+    """Whether a folder holds a file runner takes for a tool (the sandbox's own rules, applied to
+    names, modes and the first bytes only: nothing runs)."""
+    from .toolbox.custom import classify
+
+    try:
+        return any(classify(str(folder / n)) for n in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def protected_dirs(runner) -> list[str]:
+    """The tool folders in the workspace, workspace-relative, protected like .git/hooks so an
+    agent cannot rewrite a tool that is later called (perhaps approved) under the same name:
+    `.acai/tools` and `.runner/tools` whenever they exist, `tools/` only when it holds a tool
+    (many projects keep their own code in a folder of that name), and any system, user or
+    policy folder or plugin that happens to live in the workspace."""
+    policy, workspace = runner.policy, runner.workspace
     if not policy.tools.custom:
         return []
-    return [rel for rel in PROJECT_DIRS if (workspace / rel).is_dir()]
+    if policy.sandbox.executor == "ssh":  # the project is on the host: protect all three by path
+        return list(PROJECT_DIRS)
+    ws = workspace.resolve()
+    out = []
+    for rel in PROJECT_DIRS:
+        d = workspace / rel
+        inside = d.resolve().is_relative_to(ws)  # a link leading out is never loaded
+        if d.is_dir() and inside and (rel != "tools" or _holds_tools(d)):
+            out.append(rel)
+    hosts = [p.host for p in places(runner) if p.place != "project" and p.host is not None]
+    for entry, mount in _plugin_paths(runner):
+        raw = entry["path"]
+        if mount is None and os.path.isabs(raw) and Path(raw).exists() and not _docker(runner):
+            hosts.append(Path(raw))  # local: the plugin file where it is
+        elif _docker(runner) and raw.startswith("/workspace/"):
+            hosts.append(ws / raw[len("/workspace/"):])
+    for host in hosts:
+        host = host.resolve()
+        if host != ws and host.is_relative_to(ws):
+            rel = host.relative_to(ws).as_posix()
+            if rel not in out:
+                out.append(rel)
+    return out
 
 
 # -- specs ---------------------------------------------------------------------------------------
@@ -182,18 +480,13 @@ def to_spec(t: dict) -> CustomSpec:
     return CustomSpec(name=t["name"], description=t.get("description") or "", model=model_for(t["name"], schema),
                       guidance=t.get("guidance") or "", needs_approval=bool(t.get("needs_approval")),
                       source=t.get("place") or "custom", tags=("custom", t.get("kind") or ""), kind=t.get("kind") or "",
-                      path=t.get("path") or "", plugin_args=tuple(t.get("plugin_args") or ()), declared=schema)
+                      path=t.get("path") or "", plugin_args=tuple(t.get("plugin_args") or ()),
+                      pythonpath=tuple(t.get("pythonpath") or ()), declared=schema)
 
 
 # -- discovery -----------------------------------------------------------------------------------
 def _has_candidates(ps: list[Place]) -> bool:
-    for p in ps:
-        try:
-            if any(not n.startswith(".") and not n.endswith(".md") for n in os.listdir(p.host)):
-                return True
-        except OSError:
-            continue
-    return False
+    return any(p.host is None or _holds_tools(p.host) for p in ps)
 
 
 def discover(runner) -> Catalog:
@@ -204,16 +497,20 @@ def discover(runner) -> Catalog:
     pol = runner.policy
     if not pol.tools.custom:
         return cat
-    if pol.sandbox.executor == "ssh":
-        cat.errors.append({"place": "-", "path": "-", "error": "custom tools are not loaded on executor ssh yet"})
-        return cat
-    ps = places(runner)
-    plugins = [e for e, _ in _plugin_paths(runner)]
-    if not plugins and not _has_candidates(ps):
+    ps = places(runner, cat.errors)
+    plugins = [e for e, _ in _plugin_paths(runner, cat.errors)]
+    python = entry_point_tools(runner, cat.errors)[0]
+    for ep in python:  # after system, before user
+        ep["order"] = sum(p.place == "system" for p in ps) - 0.5
+    if not plugins and not python and not _has_candidates(ps):
         return cat  # nothing to describe: no sandbox needed
-    args = {"places": [{"place": p.place, "dir": p.sandbox} for p in ps], "plugins": plugins,
+    args = {"places": [{"place": p.place, "dir": p.sandbox} for p in ps], "plugins": plugins, "python": python,
             "timeout": pol.tools.describe_timeout}
-    n_jobs = sum(len(os.listdir(p.host)) for p in ps) + len(plugins)
+    n_jobs = sum(len(os.listdir(p.host)) if p.host else 20 for p in ps) + len(plugins) + len(python)
+    shipped = ship(runner)
+    if shipped is not None:
+        cat.errors.append({"place": "-", "path": "-", "error": shipped})
+        return cat
     msg = _sandbox_op(runner, "custom_describe", args, pol.tools.describe_timeout * (n_jobs + 1))
     if msg.get("is_error") or not isinstance(msg.get("content"), dict):
         cat.errors.append({"place": "-", "path": "-", "error": f"describing custom tools failed: {msg.get('content')}"})
@@ -326,4 +623,6 @@ def call(runner, spec: CustomSpec, args: Any, call_id: str, meta: dict) -> ToolR
         op["params"] = {k: v for k, v in args.items() if v is not None}
     if spec.kind == "plugin":
         op["plugin_args"] = list(spec.plugin_args)
+    if spec.kind == "python":
+        op["pythonpath"] = list(spec.pythonpath)
     return runner._run_in_sandbox("custom_run", op, call_id)

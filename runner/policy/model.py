@@ -105,6 +105,8 @@ class ToolsPolicy(Strict):
     folders: list[str] = Field(default_factory=list, description="extra folders of custom tools")
     plugins: list[Plugin] = Field(default_factory=list)
     custom: bool = Field(default=True, description="load custom tools from the system, user, policy and project places")
+    entry_points: bool = Field(default=True, description="load the Python tools registered in the runner.tools "
+                               "entry-point group (their packages are mounted read-only into the sandbox)")
     allow_shadowing: bool = Field(default=False, description="let a custom tool replace a built-in of the same name")
     describe_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds a custom tool gets to describe "
                                     "itself (in the sandbox) before it is skipped")

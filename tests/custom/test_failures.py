@@ -2,6 +2,8 @@
 3 MB of output, wrong-typed arguments, writes outside the workspace."""
 from __future__ import annotations
 
+import json
+
 from .conftest import PLUGIN, install, script
 
 DESCRIBE = '#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then\n%s\nexit 0\nfi\necho ran\n'
@@ -91,3 +93,22 @@ def test_a_file_name_that_is_no_tool_name_is_skipped(make_runner, workspace):
     names = {s.name for s in r.tools()}
     assert "stamp" in names and "has space" not in names and "9lives" not in names
     assert sum("bad tool name" in e["error"] for e in r.custom_errors()) == 2
+
+
+def test_output_is_redacted_and_each_call_audited(make_runner, workspace, tmp_path, monkeypatch):
+    """A custom tool that prints a policy secret: the result and the audit line carry the
+    redaction marker, never the value; the audit line names the tool and its source."""
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("RUNNER_AUDIT_LOG", str(log))
+    monkeypatch.setenv("DEPLOY_TOKEN", "s3cr3t-value-123456")
+    script(workspace / ".runner" / "tools", "leak.sh",
+           '#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then echo \'{"name": "leak", "description": "d", '
+           '"parameters": [], "needsApproval": false}\'; exit 0; fi\necho "token=$DEPLOY_TOKEN"\n')
+    r = make_runner(**{"secrets": {"DEPLOY_TOKEN": {"from_env": "DEPLOY_TOKEN"}}})
+    res = r.call("leak", {})
+    assert not res.is_error and "s3cr3t" not in res.content and "[REDACTED" in res.content
+    r.call("leak", {"extra": 1})
+    recs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(x["tool"], x["status"], x["error_type"]) for x in recs] == [("leak", "ok", None),
+                                                                         ("leak", "error", "validation")]
+    assert "s3cr3t" not in log.read_text()

@@ -1,5 +1,5 @@
 """The JS formats (acai Node scripts, Forgekeeper .mjs modules) need node where they run:
-on this machine for `local`, the runner/node image (images/node/build.sh) for docker."""
+on this machine for `local`, the runner/node image (runner images build node) for docker."""
 from __future__ import annotations
 
 import shutil
@@ -20,7 +20,7 @@ def node_runner(executor, workspace, request):
         try:
             request.getfixturevalue("docker_client").images.get("runner/node:latest")
         except Exception:
-            pytest.skip("no runner/node image: build it with images/node/build.sh")
+            pytest.skip("no runner/node image: build it with: runner images build node")
         overrides["sandbox.image"] = "runner/node:latest"
 
     made = []
@@ -55,3 +55,13 @@ def test_acai_node_script(node_runner, workspace):
     r = node_runner()
     assert next(s for s in r.tools() if s.name == "shout").kind == "script"
     assert r.call("shout", {"text": "quiet"}).content == "QUIET"
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_without_node_the_reason_names_the_image(workspace):
+    """runner/base has no node: the JS tools are skipped with a reason that says what to use."""
+    install(workspace / "tools", "es-module/word_stats.mjs")
+    with Runner(executor="docker", workspace=workspace) as r:
+        assert "word_stats" not in {s.name for s in r.tools()}
+        why = " ".join(e["error"] for e in r.custom_errors())
+        assert "cannot run node" in why and "runner/node:latest" in why

@@ -80,6 +80,22 @@ def test_project_tool_folders_are_protected(make_runner, workspace):
     assert "pwned" not in r.call("stamp", {"args": "x"}).content
 
 
+def test_a_tools_folder_of_project_code_stays_writable(make_runner, workspace):
+    """`tools/` is protected only when it holds a tool: many projects keep code there. Bash in
+    the sandbox can write it too (no read-only mount), and nothing in it is loaded."""
+    (workspace / "tools").mkdir()
+    (workspace / "tools" / "helpers.py").write_text("X = 1\n")
+    (workspace / "tools" / "README.md").write_text("project helpers\n")
+    (workspace / ".runner" / "tools").mkdir(parents=True)  # always a tool folder: protected
+    r = make_runner(**{"tools.preset": "all"})
+    assert not r.call("write", {"path": "tools/helpers.py", "content": "X = 2\n"}).is_error
+    assert not r.call("bash", {"command": "echo Y = 3 >> tools/helpers.py"}).is_error
+    assert (workspace / "tools" / "helpers.py").read_text() == "X = 2\nY = 3\n"
+    res = r.call("write", {"path": ".runner/tools/new.sh", "content": "#!/bin/sh\n"})
+    assert res.is_error and "protected" in res.content
+    assert [s for s in r.tools() if s.source == "project"] == []
+
+
 def test_per_call_lifecycle(make_runner, workspace):
     install(workspace / "tools", "executable/stamp")
     r = make_runner(**{"sandbox.lifecycle": "per-call", "sandbox.pool_size": 0})

@@ -47,3 +47,17 @@ def test_a_tool_cannot_write_outside_the_workspace(make_runner, workspace, tmp_p
     assert sorted(p.name for p in user_tools.iterdir()) == ["escape", "escape.md"]
     res = r.call("escape", {"args": "/workspace/inside.txt"})
     assert "wrote" in res.content and (workspace / "inside.txt").read_text() == "x\n"
+
+
+def test_a_tools_link_leading_out_of_the_workspace_is_refused(make_runner, workspace, tmp_path):
+    """A hostile workspace whose tools/ is a symlink to a folder of the controller: the folder
+    is neither scanned nor mounted, so its files never reach the sandbox."""
+    outside = tmp_path / "controller-secrets"
+    script(outside, "deploy", "#!/bin/sh\necho 'Deploys things'\n")
+    (outside / "id_ed25519").write_text("PRIVATE KEY\n")
+    (workspace / "tools").symlink_to(outside)
+    r = make_runner()
+    assert "deploy" not in {s.name for s in r.tools()}
+    assert any("leaves the workspace: refused" in e["error"] for e in r.custom_errors())
+    res = r.call("bash", {"command": "grep -rs 'PRIVATE KEY' /opt /workspace/tools/ 2>&1; ls /opt/runner-tools 2>&1"})
+    assert "PRIVATE KEY" not in res.content, res.content
