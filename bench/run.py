@@ -95,6 +95,10 @@ def main() -> None:
         return
     for title, rows in tools_section(args.n):
         print_table(title, rows)
+    from bench.custom import custom_section
+
+    for title, rows in custom_section(args.n):
+        print_table(title, rows)
 
 
 if __name__ == "__main__":

@@ -30,11 +30,17 @@ def tools_section(n: int):
     finally:
         run(["docker", "rm", "-f", cid])
     rows_call.append(("raw `docker exec CID sh -c 'echo hi'`", dexec, fork))
+    inside = _fork_in_container(calls)  # the floor for bash in a sandbox: forks cost more in there
+    rows_call.append(("`bash -c 'echo hi'` forked inside a hardened container", inside, bash_fork))
     for executor in ("local", "docker"):
         with Runner(executor=executor, workspace=ws, preset="all") as r:
+            echo = timed(lambda: r.call("echo", {"text": "hi"}), calls, warmup=3)
             bash = timed(lambda: r.call("bash", {"command": "echo hi"}), calls, warmup=3)
             read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
+        rows_call.append((f"Runner({executor}, per-session) echo tool: the round trip", echo, None))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs bash fork)", bash, bash_fork))
+        if executor == "docker":
+            rows_call.append(("Runner(docker, per-session) bash echo (vs its fork in there)", bash, inside))
         rows_call.append((f"Runner({executor}, per-session) read 200 lines (vs cat fork)", read, cat_fork))
 
     def start_stop(pool_size):
@@ -72,3 +78,21 @@ def tools_section(n: int):
     return [("tool calls: the full Runner against a local fork and docker exec", rows_call),
             ("sandbox start: with and without the warm pool", rows_start),
             ("per-call lifecycle throughput", rows_rate)]
+
+
+_FORK_LOOP = """
+import subprocess, sys, time
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter()
+    subprocess.run(["bash", "-c", "echo hi"], stdout=subprocess.PIPE)
+    print(time.perf_counter() - t)
+"""
+
+
+def _fork_in_container(n: int) -> list[float]:
+    """Fork+exec of bash timed by python3 inside a container hardened like a sandbox."""
+    out = subprocess.run(["docker", "run", "--rm", "--label", LABEL, "--network", "none", "--cap-drop", "ALL",
+                          "--security-opt", "no-new-privileges", "--read-only", "--cpus", "1", "--pids-limit", "256",
+                          IMAGE, "python3", "-c", _FORK_LOOP, str(n + 3)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [float(x) for x in out[3:]]
