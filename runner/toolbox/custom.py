@@ -280,6 +280,14 @@ def parse_text_schema(text: str) -> dict:
     return out
 
 
+def _missing_interpreter_hint(argv: list, code: int) -> str:
+    """A script run through `/usr/bin/env node` that exits 127 lacks node: say how to get it."""
+    if code != 127:
+        return ""
+    names = [os.path.basename(a) for a in argv[:3] if not a.startswith("-")]
+    return next((HINTS[n] for n in names if n in HINTS), "")
+
+
 def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
     argv = interpreter(path) + [path]
     env = dict(ctx.env, TOOL_ACTION="describe")
@@ -287,7 +295,8 @@ def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
     if timed_out:
         raise DescribeError(f"describe did not finish within {timeout:g}s (killed)")
     if code != 0:
-        raise DescribeError(f"describe exited with code {code}: {_text(err or out).strip()[:300]}")
+        hint = _missing_interpreter_hint(argv, code)
+        raise DescribeError(f"describe exited with code {code}: {_text(err or out).strip()[:300]}{hint}")
     text = _text(out).strip()
     if not text:
         raise DescribeError("describe printed nothing on stdout")

@@ -61,7 +61,9 @@ def test_acai_node_script(node_runner, workspace):
 def test_without_node_the_reason_names_the_image(workspace):
     """runner/base has no node: the JS tools are skipped with a reason that says what to use."""
     install(workspace / "tools", "es-module/word_stats.mjs")
+    install(workspace / ".acai" / "tools", "describe-execute/shout.mjs")  # `#!/usr/bin/env node`
     with Runner(executor="docker", workspace=workspace) as r:
-        assert "word_stats" not in {s.name for s in r.tools()}
-        why = " ".join(e["error"] for e in r.custom_errors())
-        assert "cannot run node" in why and "runner/node:latest" in why
+        assert not {"word_stats", "shout"} & {s.name for s in r.tools()}
+        why = {e["path"].rsplit("/", 1)[-1]: e["error"] for e in r.custom_errors()}
+        assert "cannot run node" in why["word_stats.mjs"] and "runner/node:latest" in why["word_stats.mjs"]
+        assert "code 127" in why["shout.mjs"] and "runner/node:latest" in why["shout.mjs"]
