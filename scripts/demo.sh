@@ -17,6 +17,15 @@ if [ -x "$R" ] && $R tools >/dev/null 2>&1; then
   step $R call read '{"path": "hello.py"}' --workspace "$ws"
   step $R call bash '{"command": "python3 hello.py; ls -la"}' --workspace "$ws"
   step $R call edit '{"path": "hello.py", "old_string": "hello", "new_string": "sandbox"}' --workspace "$ws"
+  # custom tools brought from other agents, described and run in the sandbox
+  mkdir -p "$ws/tools" "$ws/.acai/tools"
+  cp examples/tools/executable/wordcount examples/tools/executable/wordcount.md examples/tools/lua/line_count.lua "$ws/tools/"
+  cp -r examples/tools/lua/lib "$ws/tools/"
+  cp examples/tools/describe-execute/greet.py "$ws/.acai/tools/"
+  step $R tools --workspace "$ws"
+  step $R call wordcount '{"args": "hello.py"}' --workspace "$ws"
+  step $R call line_count '{"path": "hello.py", "word": "sandbox"}' --workspace "$ws"
+  step $R call greet '{"who": 42}' --workspace "$ws"
   rm -rf "$ws"
 fi
 step $R gc
