@@ -46,5 +46,5 @@ def custom_section(n: int):
             if "line_count" in names and (executor == "local" or have_lupa):
                 lua = timed(lambda: r.call("line_count", {"path": "notes.txt", "word": "apple"}), calls, warmup=2)
                 rows.append((f"Runner({executor}) Lua record via lupa (vs the script's fork)", lua, fork_script))
-    subprocess.run(["rm", "-rf", str(tmp)])
+    shutil.rmtree(tmp, ignore_errors=True)
     return [("custom tools: a call through the Runner against forking the tool", rows)]

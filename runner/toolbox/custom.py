@@ -55,6 +55,12 @@ ARGS_SCHEMA = {"type": "object", "properties": {"args": {
     "description": "the command-line arguments, split like a shell would split them (no shell runs them)"}}}
 
 
+def interpreter_hint(argv: list) -> str:
+    """How to get the interpreter that runs argv (`node`, `/usr/bin/env node`), if runner knows."""
+    names = [os.path.basename(a) for a in argv[:3] if not a.startswith("-")]
+    return next((HINTS[n] for n in names if n in HINTS), "")
+
+
 class DescribeError(Exception):
     """Why one tool could not be loaded."""
 
@@ -69,8 +75,7 @@ def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes |
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
     except FileNotFoundError as e:
-        hint = HINTS.get(os.path.basename(argv[0]), "")
-        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror}){hint}")
+        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror}){interpreter_hint(argv)}")
     except PermissionError as e:
         raise ToolError(f"cannot run {argv[0]}: permission denied ({e.strerror})")
     bufs = {"out": bytearray(), "err": bytearray()}
@@ -280,14 +285,6 @@ def parse_text_schema(text: str) -> dict:
     return out
 
 
-def _missing_interpreter_hint(argv: list, code: int) -> str:
-    """A script run through `/usr/bin/env node` that exits 127 lacks node: say how to get it."""
-    if code != 127:
-        return ""
-    names = [os.path.basename(a) for a in argv[:3] if not a.startswith("-")]
-    return next((HINTS[n] for n in names if n in HINTS), "")
-
-
 def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
     argv = interpreter(path) + [path]
     env = dict(ctx.env, TOOL_ACTION="describe")
@@ -295,7 +292,7 @@ def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
     if timed_out:
         raise DescribeError(f"describe did not finish within {timeout:g}s (killed)")
     if code != 0:
-        hint = _missing_interpreter_hint(argv, code)
+        hint = interpreter_hint(argv) if code == 127 else ""  # `/usr/bin/env node` found no node
         raise DescribeError(f"describe exited with code {code}: {_text(err or out).strip()[:300]}{hint}")
     text = _text(out).strip()
     if not text:
@@ -454,18 +451,13 @@ def run(ctx: Ctx, args: dict) -> dict:
         code, out, err, timed_out, dropped = run_captured(argv, ctx.workspace, env, timeout,
                                                           stdin=json.dumps(params).encode() + b"\n")
         text = _trim_json(_text(out)) or _text(err).strip()
-    elif kind == "module":
-        params = {k: v for k, v in (args.get("params") or {}).items()}
-        code, out, err, timed_out, dropped = run_captured(harnesses.node_argv("run", path), ctx.workspace, ctx.env,
-                                                          timeout, stdin=json.dumps(params).encode())
-        text = _trim_json(_text(out)) if code == 0 else _text(err).strip() or _text(out).strip()
-    elif kind in ("lua", "python"):
-        params = {k: v for k, v in (args.get("params") or {}).items()}
+    elif kind in HARNESS:  # module, lua, python: the arguments as one JSON object on stdin
         code, out, err, timed_out, dropped = run_captured(HARNESS[kind][1]("run", path), ctx.workspace,
                                                           _env(ctx, args.get("pythonpath")), timeout,
-                                                          stdin=json.dumps(params).encode())
-        text = _text(err).strip() or _text(out).strip()
-        if code == 0 and not timed_out:
+                                                          stdin=json.dumps(args.get("params") or {}).encode())
+        if kind == "module":  # the node harness prints the result itself
+            text = _trim_json(_text(out)) if code == 0 else _text(err).strip() or _text(out).strip()
+        elif code == 0 and not timed_out:  # lua, python: a JSON answer {"text", "is_error"}
             try:
                 answer = json.loads(_text(out))
                 text = _trim_json(str(answer["text"]))
@@ -475,6 +467,8 @@ def run(ctx: Ctx, args: dict) -> dict:
             if tool_error:  # the tool said so (Lua's is_error): its text, not an exit code
                 return {"content": text, "is_error": True, "meta": {"exit_code": 0, "timed_out": False, "kind": kind,
                                                                     "dropped_bytes": dropped}}
+        else:
+            text = _text(err).strip() or _text(out).strip()
     else:
         raise ToolError(f"unknown custom tool kind {kind!r}")
     meta = {"exit_code": code, "timed_out": timed_out, "kind": kind}
