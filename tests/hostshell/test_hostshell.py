@@ -10,6 +10,9 @@ import pytest
 from runner.hostshell import Refused, check, parse_rules
 
 RULES = parse_rules("git:push,git:pull,gh")
+# A fake git stands for git: host-shell reads the repository's config with `git config`.
+DELEGATE_CONFIG = '[ "$1" = config ] && exec /usr/bin/git "$@"\n'
+
 
 
 @pytest.mark.parametrize("cmd, argv", [
@@ -59,14 +62,15 @@ def _host_shell(original, allow, tmp_path):
     if original is not None:
         env["SSH_ORIGINAL_COMMAND"] = original
     return subprocess.run([sys.executable, "-m", "runner", "host-shell", "--allow", allow], env=env,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
 def test_runs_with_exec_and_nothing_else(tmp_path):
     """A fake `git` on PATH records its argv; the injected part never runs."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a person's command runs in the login directory
     log = tmp_path / "argv.log"
     fake = tmp_path / "git"
-    fake.write_text(f"#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
+    fake.write_text(f"#!/bin/sh\n{DELEGATE_CONFIG}for a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
     fake.chmod(0o755)
     marker = tmp_path / "pwned"
     p = _host_shell("git push origin 'my branch'", "git:push", tmp_path)
