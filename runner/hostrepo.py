@@ -188,7 +188,40 @@ def read_bounded(name: str, dir_fd: int, shown: str, limit: int = MAX_CONFIG) ->
         os.close(fd)
 
 
+MAX_GITDIR_ENTRIES = 200_000
+_OBJECT_DIRS = re.compile(r"^objects/(?:[0-9a-f]{2}|pack)$")
+
+
+def check_no_links(gfd: int, shown: str) -> None:
+    """No symlink anywhere in the git directory: git writes FETCH_HEAD, MERGE_MSG, reflogs and
+    refs through them, which would truncate and write host files outside the workspace. Object
+    directories are checked themselves, not their (many, immutable) files."""
+    stack, seen = [("", os.dup(gfd))], 0
+    try:
+        while stack:
+            rel, fd = stack.pop()
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+                for e in entries:
+                    seen += 1
+                    if seen > MAX_GITDIR_ENTRIES:
+                        raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
+                    path = f"{rel}{e.name}"
+                    if e.is_symlink():
+                        raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
+                                     "the workspace")
+                    if e.is_dir(follow_symlinks=False) and not _OBJECT_DIRS.match(path):
+                        stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
+            finally:
+                os.close(fd)
+    finally:
+        for _, fd in stack:
+            os.close(fd)
+
+
 def check_gitdir(gfd: int, shown: str) -> None:
+    check_no_links(gfd, shown)
     for name, why in (("commondir", "its configuration and refs live in another directory"),
                       ("objects/info/alternates", "it reads objects from other repositories on this host"),
                       ("objects/info/http-alternates", "it reads objects from other places"),

@@ -297,6 +297,22 @@ def test_remotes_on_this_host_are_refused(repo):
     assert not repo.canary.exists(), "the planted program RAN on the host"
 
 
+@pytest.mark.parametrize("inside", ["FETCH_HEAD", "MERGE_MSG", "logs/HEAD", "refs/remotes", "objects/pack"])
+def test_links_inside_the_git_directory_are_refused(repo, inside):
+    """git writes FETCH_HEAD, MERGE_MSG, reflogs and refs through a symlink: a pull would
+    truncate and rewrite a host file outside the workspace."""
+    victim = repo.host.dir / f"{repo.name}-victim"
+    victim.mkdir()
+    (victim / "file").write_text("host file\n")
+    link = repo.path / ".git" / inside
+    subprocess.run(["rm", "-rf", str(link)], check=True)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(victim if inside in ("refs/remotes", "objects/pack") else victim / "file")
+    res = repo.call("git pull")
+    assert (victim / "file").read_text() == "host file\n" and os.listdir(victim) == ["file"]
+    refused(res, "runner host-shell: refused", f".git/{inside} is a symlink")
+
+
 @pytest.mark.parametrize("shape", ["gitdir symlink", "gitfile", "alternates", "commondir"])
 def test_git_directories_that_lead_elsewhere_are_refused(repo, shape):
     outside = repo.host.dir / f"{repo.name}-outside"
