@@ -60,7 +60,7 @@ TABLE: dict[tuple[str, ...], Spec] = {
                            "--no-autostash --all --tags --no-tags -p --prune --dry-run --set-upstream"),
     ("git", "fetch"): _spec(_NET, "--all --tags --no-tags -p --prune -P --prune-tags --dry-run -t"),
     ("git", "status"): _spec("-s --short -b --branch --porcelain[=v1|v2] --long -v --verbose -z",
-                             "-u --untracked-files[=no|normal|all] --ahead-behind --no-ahead-behind --show-stash",
+                             "-u[=no|normal|all] --untracked-files[=no|normal|all] --ahead-behind --no-ahead-behind --show-stash",
                              "--no-renames"),
     # gh: no --web (a browser), --editor/-e (an editor), --body-file/-F (a host file), --jq/-t.
     ("gh", "pr", "list"): _spec(_GH_REPO, "-L= --limit= -s=open|closed|merged|all --state=open|closed|merged|all",
@@ -127,9 +127,15 @@ def check_options(args: list[str], spec: Spec, label: str) -> None:
         chars = a[1:]
         for j, c in enumerate(chars):  # a bundle: -fu, or -oVALUE
             opt = spec.options.get("-" + c)
-            if opt is None or opt.kind == "optional":
+            if opt is None:
                 raise OptionRefused(f"option -{c} (in {shlex.quote(a)}) is not allowed for {label} "
                                     f"(allowed: {allowed()})")
+            if opt.kind == "optional":  # git's -uno: the rest of the word is the value, if any
+                value = chars[j + 1 :]
+                if value and opt.values is not None and value not in opt.values:
+                    raise OptionRefused(f"option -{c} of {label} allows only {', '.join(sorted(opt.values))}, "
+                                        f"not {value!r}")
+                break
             if opt.kind == "value":
                 value = chars[j + 1 :]
                 if not value:

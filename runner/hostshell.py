@@ -220,8 +220,10 @@ def main(allow: str, root: str | None = None, command: str | None = None) -> int
         if req.cwd is not None and root is None:
             raise Refused("refused: this host-shell has no --root, so it runs no request with a working directory; "
                           "add --root DIR (the workspaces' directory) to its command")
-        cwd = req.cwd or os.getcwd()
-        place = hostrepo.Place(cwd, root or cwd)
+        if req.cwd is None:  # a person's command line: in the login directory, wherever --root is
+            place = hostrepo.Place(os.getcwd(), os.getcwd())
+        else:
+            place = hostrepo.Place(req.cwd, root)
         repo = place.repository()
         if repo is None and req.argv[0] == "git":
             raise Refused(f"refused: {place.path} is not in a git repository inside {place.root}")
