@@ -269,7 +269,9 @@ class Runner:
         from executors import ExecRequest, ExecutorError
         from executors.ssh import SSHConfig, SSHExecutor
 
-        from . import hostroute
+        from contextlib import nullcontext
+
+        from . import hostfreeze, hostroute
         from .hostshell import Refused
 
         if tool == "exec" and args.get("background"):
@@ -298,7 +300,8 @@ class Runner:
         req = ExecRequest(argv=sent, timeout=args["timeout"],
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
-            res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
+            with hostfreeze.frozen(self.session_id) if self.policy.sandbox.executor == "docker" else nullcontext():
+                res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type="execution")

@@ -180,11 +180,11 @@ def parse_request(line: str | None, rules: list[Rule]) -> Request:
     return Request(check(line, rules))
 
 
-def supervise(path: str, argv: list[str], env: dict[str, str], timeout: float) -> int:
+def supervise(path: str, argv: list[str], env: dict[str, str], timeout: float | None) -> int:
     """Run the command as a child (its own process group) and kill that group when the client
     hangs up or the timeout and the backstop have passed; its status the way a shell gives it."""
     proc = subprocess.Popen(argv, executable=path, env=env, process_group=0)
-    deadline = time.monotonic() + timeout + KILL_BACKSTOP
+    deadline = float("inf") if timeout is None else time.monotonic() + timeout + KILL_BACKSTOP
     hangup = select.poll()
     hangup.register(sys.stdout.fileno(), 0)  # POLLHUP and POLLERR are always reported
     while True:
@@ -242,6 +242,6 @@ def main(allow: str, root: str | None = None, command: str | None = None) -> int
     os.fchdir(place.fd)  # the directory that was checked, whatever its path names now
     place.close()
     sys.stdout.flush()
-    if req.timeout is None:
+    if req.cwd is None:  # a person's command line: their session, their terminal
         os.execve(path, req.argv, env)  # replaces this process: no shell, no eval
     return supervise(path, req.argv, env, req.timeout)

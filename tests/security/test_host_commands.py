@@ -375,7 +375,10 @@ def forced(host, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     pidfile = tmp_path / "slow.pid"
+    session = "forced-" + os.urandom(6).hex()
+    probe = f"docker ps --filter label=runner.session={session} --format '{{{{.State}}}}'"
     (bin_dir / "git").write_text(f'#!/bin/sh\n[ "$2" = slow ] && {{ echo $$ > {pidfile}; exec sleep 600; }}\n'
+                                 f'[ "$2" = probe ] && exec {probe}\n'
                                  'exec /usr/bin/git "$@"\n')
     (bin_dir / "git").chmod(0o755)
     keys = host.sshd.dir
@@ -386,7 +389,7 @@ def forced(host, tmp_path):
     (keys / "authorized_keys").write_text(line + (keys / "other.pub").read_text())
     pol = policy(host, rules=RULES[:1] + RULES[3:], forced_command=True, env={})
     try:
-        with Runner(executor="docker", workspace=ws, policy=pol) as r:
+        with Runner(executor="docker", workspace=ws, policy=pol, session=session) as r:
             yield SimpleNamespace(r=r, ws=ws, pidfile=pidfile, env=host.test_env, host=host)
     finally:
         (keys / "authorized_keys").write_text(before)
@@ -440,3 +443,16 @@ def test_a_timeout_kills_the_command_behind_the_forced_command(forced):
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists(), "the timed-out command still runs on the host"
+
+
+def test_the_sandbox_is_frozen_while_a_host_command_runs(forced):
+    """Between host-shell's check and git reading the repository, no sandbox process may run:
+    a host command that looks at the sandbox finds it paused, and the sandbox goes on after."""
+    f = forced
+    git("init", "-q", str(f.ws / "proj"), env=f.env)
+    assert f.r.call("bash", {"command": "sleep 600 >/dev/null 2>&1 & echo started"}).text.strip() == "started"
+    res = f.r.call("bash", {"command": "git push probe", "cwd": "proj"})
+    assert not res.is_error, res.text
+    states = set(res.text.split())
+    assert states == {"paused"}, res.text
+    assert f.r.call("bash", {"command": "echo alive"}).text.strip() == "alive"
