@@ -189,13 +189,14 @@ def read_bounded(name: str, dir_fd: int, shown: str, limit: int = MAX_CONFIG) ->
 
 
 MAX_GITDIR_ENTRIES = 200_000
-_OBJECT_DIRS = re.compile(r"^objects/(?:[0-9a-f]{2}|pack)$")
+# Directories checked themselves but not their files: objects (many, immutable, read by hash)
+# and hooks (never run: core.hooksPath is pinned to /dev/null).
+_NOT_WALKED = re.compile(r"^(?:objects/(?:[0-9a-f]{2}|pack)|hooks)$")
 
 
 def check_no_links(gfd: int, shown: str) -> None:
     """No symlink anywhere in the git directory: git writes FETCH_HEAD, MERGE_MSG, reflogs and
-    refs through them, which would truncate and write host files outside the workspace. Object
-    directories are checked themselves, not their (many, immutable) files."""
+    refs through them, which would truncate and write host files outside the workspace."""
     stack, seen = [("", os.dup(gfd))], 0
     try:
         while stack:
@@ -211,7 +212,7 @@ def check_no_links(gfd: int, shown: str) -> None:
                     if e.is_symlink():
                         raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
                                      "the workspace")
-                    if e.is_dir(follow_symlinks=False) and not _OBJECT_DIRS.match(path):
+                    if e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
                         stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
             finally:
                 os.close(fd)

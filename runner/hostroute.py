@@ -46,7 +46,9 @@ def route(command: str, host_rules: list[Rule]) -> list[str]:
 
 
 def host_dir(sandbox_cwd: str, sandbox_ws: str, host_ws: Path) -> str:
-    """The host directory a sandbox directory maps to through the workspace mount."""
+    """The host directory a sandbox directory maps to through the workspace mount: a lexical
+    mapping that refuses what plainly leaves the workspace; the host resolves it (hostrepo.Place),
+    because only there can symlinks the sandbox made be seen."""
     cwd = posixpath.normpath(posixpath.join(sandbox_ws, sandbox_cwd or "."))
     if cwd != sandbox_ws and not cwd.startswith(sandbox_ws.rstrip("/") + "/"):
         raise Refused(f"not run on the host: the working directory {cwd} is outside the workspace, which is the "
