@@ -21,13 +21,16 @@ def frozen(session: str):
     client = connect()
     paused = []
     try:
-        try:
-            for c in client.containers.list(filters={"label": f"{L.SESSION}={session}", "status": "running"}):
-                if not c.labels.get(L.ROLE, "").startswith("egress"):
-                    c.pause()
-                    paused.append(c)
-        except Exception as e:  # fail closed: no host command next to a sandbox that still runs
-            raise ExecutorError(f"could not pause the sandbox while the host command runs: {e}") from None
+        for c in client.containers.list(filters={"label": f"{L.SESSION}={session}", "status": "running"}):
+            if c.labels.get(L.ROLE, "").startswith("egress"):
+                continue
+            try:
+                c.pause()
+                paused.append(c)
+            except Exception as e:
+                if _still_running(c):  # fail closed: no host command next to a sandbox that runs
+                    raise ExecutorError(f"could not pause the sandbox while the host command runs: {e}") from None
+                # a per-call container that ended (and is being removed) meanwhile: nothing runs there
         yield paused
     finally:
         for c in paused:
@@ -36,3 +39,11 @@ def frozen(session: str):
             except Exception:  # gone meanwhile: nothing left to resume
                 pass
         client.close()
+
+
+def _still_running(container) -> bool:
+    try:
+        container.reload()
+    except Exception:  # removed
+        return False
+    return container.status in ("running", "restarting")
