@@ -48,7 +48,7 @@ class Rule:
 
     @classmethod
     def parse(cls, spec: str) -> "Rule":
-        """'git' (any arguments) or 'git:push' / 'git:push:origin' (these first arguments)."""
+        """'git' (the subcommands runner knows) or 'git:push' / 'git:push:origin' (these first arguments)."""
         parts = [p for p in spec.strip().split(":")]
         if not parts[0] or any(not p for p in parts) or "/" in parts[0]:
             raise ValueError(f"bad --allow entry {spec!r}: use NAME or NAME:ARG[:ARG...]")
