@@ -44,6 +44,9 @@ class SSHConfig(BaseModel):
     deadline: float | None = Field(3600.0, gt=0, description="longest any command may run when the call sets no "
                                    "timeout, so a hung server cannot hang a call")
     env: dict[str, str] = Field(default_factory=dict)
+    forced_command: bool = Field(False, description="the server forces a command (authorized_keys command=, "
+                                 "e.g. `runner host-shell`): send the argv as one shlex-joined line, which the "
+                                 "forced command reads from SSH_ORIGINAL_COMMAND; no shell wrapper, cwd or env")
 
 
 def fingerprint(key) -> str:
@@ -70,14 +73,18 @@ def _reject_policy():
 
 class SSHProcess(Process):
     """A command on the remote host; its wrapper shell reports its pid (the session id sshd
-    gave it) on stderr first, so a timeout can kill the whole session over a second channel."""
+    gave it) on stderr first, so a timeout can kill the whole session over a second channel.
+    Under a forced command there is no wrapper: a kill closes the channel, and the forced
+    command (`runner host-shell`) kills what it started when its client hangs up."""
 
-    def __init__(self, executor: "SSHExecutor", chan) -> None:
+    def __init__(self, executor: "SSHExecutor", chan, reports_pid: bool = True) -> None:
         super().__init__()
         self.executor = executor
         self.chan = chan
         self.pid: int | None = None
         self._pid_known = threading.Event()
+        if not reports_pid:
+            self._pid_known.set()
         self._err_head = bytearray()
         self._start_readers({"stdout": lambda: chan.recv(65536), "stderr": self._stderr})
 
@@ -241,7 +248,13 @@ class SSHExecutor(Executor):
     def command_line(self, req: ExecRequest) -> str:
         """The remote shell line: report $$ (sshd made this shell a session leader), enter the
         working directory, then run the argv, every word quoted; `exit $?` keeps a signal death
-        visible as 128+N."""
+        visible as 128+N. A forced-command server gets the quoted argv alone."""
+        if self.config.forced_command:
+            if req.env or self.config.env or req.cwd or self.config.workdir:
+                raise ExecutorError("this SSH server forces a command, which receives only a command line: it "
+                                    "cannot be given an environment or a working directory (put them in the request "
+                                    "the forced command understands, or in its authorized_keys line)")
+            return shlex.join(req.argv)
         env = {**self.config.env, **req.env}
         words = ["env", "--"] + [f"{k}={v}" for k, v in env.items()] + list(req.argv) if env else list(req.argv)
         cwd = self._cwd(req.cwd) or self.config.workdir
@@ -257,12 +270,13 @@ class SSHExecutor(Executor):
         import paramiko
 
         try:
+            line = self.command_line(req)
             chan = self._transport().open_session(timeout=self.config.connect_timeout)
-            chan.exec_command(self.command_line(req))
+            chan.exec_command(line)
         except (paramiko.SSHException, OSError, EOFError) as e:
             self.stop()
             raise SandboxGone(f"could not start a command over SSH on {self.config.host}: {e}") from None
-        return SSHProcess(self, chan)
+        return SSHProcess(self, chan, reports_pid=not self.config.forced_command)
 
     # -- files ----------------------------------------------------------------------------
     def _sftp(self):

@@ -179,11 +179,15 @@ def audit_show(call_id: str = typer.Argument(..., help="a call id, e.g. c3")):
 
 
 @app.command("host-shell")
-def host_shell(allow: str = typer.Option(..., "--allow", help="commands allowed: git,gh or git:push,git:pull (NAME[:ARG...])")):
+def host_shell(
+    allow: str = typer.Option(..., "--allow", help="commands allowed: git:push,git:pull,gh:pr:list (NAME[:ARG...])"),
+    root: Optional[str] = typer.Option(None, "--root", help="requests' working directories must resolve inside it"),
+    command: Optional[str] = typer.Option(None, "--command", help="the command line; default $SSH_ORIGINAL_COMMAND"),
+):
     """Forced command for authorized_keys: run SSH_ORIGINAL_COMMAND only if allowed, with exec, never a shell."""
     from .hostshell import main as host_main
 
-    raise typer.Exit(host_main(allow))
+    raise typer.Exit(host_main(allow, root, command))
 
 
 @images_app.command("build")

@@ -269,7 +269,9 @@ class Runner:
         from executors import ExecRequest, ExecutorError
         from executors.ssh import SSHConfig, SSHExecutor
 
-        from . import hostroute
+        from contextlib import nullcontext
+
+        from . import hostfreeze, hostroute
         from .hostshell import Refused
 
         if tool == "exec" and args.get("background"):
@@ -280,24 +282,35 @@ class Runner:
                                     "host: {host, user, key_file, known_hosts})", error_type="gated")
         sandbox_ws = {"docker": SANDBOX_WORKSPACE, "ssh": getattr(self, "ssh", None) and self.ssh.workdir}.get(
             self.policy.sandbox.executor) or str(self.workspace)
+        host = self.policy.host
+        if host.forced_command and host.env:
+            return ToolResult.error("the policy's host has forced_command and env: a forced-command host receives "
+                                    "only the request; set the environment in its authorized_keys line instead",
+                                    error_type="gated")
         try:
             argv = hostroute.route(args["command"], host_rules)
             cwd = hostroute.host_dir(args.get("cwd") or args.get("working_dir") or "", sandbox_ws, self.workspace)
+            sent = hostroute.invocation(argv, cwd, args["timeout"], host_rules, host, str(self.workspace))
         except Refused as e:
             return ToolResult.error(str(e), error_type="gated")
         if self._host_exec is None:
-            self._host_exec = SSHExecutor(SSHConfig(**self.policy.host.model_dump()))
+            self._host_exec = SSHExecutor(SSHConfig(**host.model_dump(exclude={"runner"})))
         sink = self.store.sink(call_id, self.stream_caps)
-        req = ExecRequest(argv=argv, cwd=cwd, timeout=args["timeout"],
+        # The host kills the command itself once the client hangs up or its timeout has long passed.
+        req = ExecRequest(argv=sent, timeout=args["timeout"],
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
-            res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
+            with hostfreeze.frozen(self.session_id) if self.policy.sandbox.executor == "docker" else nullcontext():
+                res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type="execution")
         suffix = ""
         if res.timed_out:
             suffix = f"timed out after {args['timeout']:g}s: the command and all its processes were killed (exit code 124)"
+        elif res.exit_code == 127 and not host.forced_command:
+            suffix = (f"exit code: 127 (if `{host.runner}` was not found on the host, set the policy's host.runner "
+                      "to the path of runner there)")
         elif res.exit_code != 0:
             suffix = f"exit code: {res.exit_code}"
         msg = {"content": suffix, "is_error": bool(suffix),

@@ -2,8 +2,13 @@
 SSH (with the host's credentials), in the host directory its sandbox directory maps to.
 
 The command string is split with shlex and checked by the same rules as `runner host-shell`
-(runner/hostshell.py): no shell operators, substitutions, redirections or newlines; git options
-that run programs refused. Everything that does not name a host command stays in the sandbox.
+(runner/hostshell.py): no shell operators, substitutions, redirections or newlines; only the
+options each subcommand allows. Everything that does not name a host command stays in the sandbox.
+
+What goes over SSH is always a host-shell request (argv, cwd, timeout): to a forced-command
+host it is the whole command line; to any other host it is handed to `runner host-shell` there.
+Either way the host resolves the directory and checks the repository (runner/hostrepo.py),
+because only the host sees what the sandbox made of the workspace.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import posixpath
 import shlex
 from pathlib import Path
 
-from .hostshell import Refused, Rule, check
+from .hostshell import Refused, Request, Rule, check, rules_spec
 
 
 def rules(policy) -> list[Rule]:
@@ -41,9 +46,28 @@ def route(command: str, host_rules: list[Rule]) -> list[str]:
 
 
 def host_dir(sandbox_cwd: str, sandbox_ws: str, host_ws: Path) -> str:
-    """The host directory a sandbox directory maps to through the workspace mount."""
+    """The host directory a sandbox directory maps to through the workspace mount: a lexical
+    mapping that refuses what plainly leaves the workspace; the host resolves it (hostrepo.Place),
+    because only there can symlinks the sandbox made be seen."""
     cwd = posixpath.normpath(posixpath.join(sandbox_ws, sandbox_cwd or "."))
     if cwd != sandbox_ws and not cwd.startswith(sandbox_ws.rstrip("/") + "/"):
         raise Refused(f"not run on the host: the working directory {cwd} is outside the workspace, which is the "
                       "only place that maps to a host directory")
     return str(host_ws / posixpath.relpath(cwd, sandbox_ws))
+
+
+def invocation(argv: list[str], cwd: str, timeout: float | None, host_rules: list[Rule], host, root: str) -> list[str]:
+    """The argv the SSH executor sends: the request itself to a forced-command host, else
+    `runner host-shell --allow … --root ROOT --command REQUEST` run there."""
+    request = Request(argv, cwd, timeout)
+    if host.forced_command:
+        return request.words()
+    try:
+        allow = rules_spec(host_rules)
+    except ValueError as e:
+        raise Refused(f"not run on the host: {e}") from None
+    try:
+        runner = shlex.split(host.runner)
+    except ValueError as e:
+        raise Refused(f"not run on the host: the policy's host.runner does not parse ({e})") from None
+    return [*runner, "host-shell", "--allow", allow, "--root", root, "--command", request.line()]

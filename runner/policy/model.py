@@ -314,6 +314,10 @@ class HostTarget(Strict):
     key_file: str
     known_hosts: str
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for host commands")
+    forced_command: bool = Field(False, description="the key's authorized_keys line forces `runner host-shell "
+                                 "--allow … --root DIR`: send it only the request (env must then be empty)")
+    runner: str = Field("runner", description="without forced_command: the runner command on the host (a path, or "
+                        "a name on its PATH); host commands go through its `host-shell`")
 
 
 class AuditPolicy(Strict):

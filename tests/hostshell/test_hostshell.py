@@ -2,14 +2,19 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
-from runner.hostshell import Refused, check, parse_rules
+from runner.hostrepo import Place, Unsafe
+from runner.hostshell import Refused, Request, check, check_argv, parse_request, parse_rules
 
 RULES = parse_rules("git:push,git:pull,gh")
+# A fake git stands for git: host-shell reads the repository's config with `git config`.
+DELEGATE_CONFIG = '[ "$1" = config ] && exec /usr/bin/git "$@"\n'
+
 
 
 @pytest.mark.parametrize("cmd, argv", [
@@ -54,23 +59,28 @@ def test_bad_allow_lists():
             parse_rules(bad)
 
 
-def _host_shell(original, allow, tmp_path):
+def _host_shell(original, allow, tmp_path, *more):
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
     if original is not None:
         env["SSH_ORIGINAL_COMMAND"] = original
-    return subprocess.run([sys.executable, "-m", "runner", "host-shell", "--allow", allow], env=env,
-                          capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-m", "runner", "host-shell", "--allow", allow, *more], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
 
 
 def test_runs_with_exec_and_nothing_else(tmp_path):
     """A fake `git` on PATH records its argv; the injected part never runs."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a person's command runs in the login directory
     log = tmp_path / "argv.log"
     fake = tmp_path / "git"
-    fake.write_text(f"#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
+    fake.write_text(f"#!/bin/sh\n{DELEGATE_CONFIG}for a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
     fake.chmod(0o755)
     marker = tmp_path / "pwned"
     p = _host_shell("git push origin 'my branch'", "git:push", tmp_path)
     assert p.returncode == 0 and p.stdout == "fake-git-ran\n"
+    assert log.read_text().splitlines() == ["push", "origin", "my branch"]
+    log.unlink()
+    p = _host_shell("git push origin 'my branch'", "git:push", tmp_path, "--root", "/srv/elsewhere")
+    assert p.returncode == 0 and p.stdout == "fake-git-ran\n"  # --root confines requests, not a person's line
     assert log.read_text().splitlines() == ["push", "origin", "my branch"]
     for hostile in (f"git push; touch {marker}", f"git push $(touch {marker})", f"git push `touch {marker}`",
                     f"git push\ntouch {marker}", f"git push --upload-pack='touch {marker}'"):
@@ -85,3 +95,120 @@ def test_missing_command_and_no_command(tmp_path):
     assert p.returncode == 127 and "command not found" in p.stderr
     p = _host_shell(None, "git", tmp_path)
     assert p.returncode == 126 and "no command" in p.stderr
+
+
+# -- options: an allowlist per subcommand, exact names only -----------------------------------------
+ALL = parse_rules("git:push,git:pull,git:fetch,git:status,gh,make:deploy")
+
+
+@pytest.mark.parametrize("argv", [
+    ["git", "push", "--exe=touch x", "origin"],  # git's unique abbreviations of --exec, --receive-pack …
+    ["git", "push", "--exec", "touch x"],
+    ["git", "push", "--receive=touch x"],
+    ["git", "push", "--receive-p", "touch x"],
+    ["git", "push", "origin", "HEAD", "--exe=x"],  # options after positional arguments: git permutes
+    ["git", "pull", "--upload-p=touch x"],
+    ["git", "pull", "--upl", "x"],
+    ["git", "fetch", "--upload-pack=x"],
+    ["git", "push", "--end-of-options", "--exec=x"],
+    ["git", "push", "-c", "core.sshCommand=x"],
+    ["git", "push", "-fc", "x"],  # a bundle hiding an option that is not allowed
+    ["git", "push", "-fx"],
+    ["git", "push", "--force=yes"],  # a flag given a value
+    ["git", "push", "--force-with-lease", "--exec=x"],  # optional values only with '='
+    ["git", "pull", "--rebase=interactive"],  # a value outside the allowed set
+    ["git", "pull", "--recurse-submodules"],
+    ["git", "push", "--signed"],
+    ["git", "status", "--porcelain=v3"],
+    ["gh", "alias", "set", "--shell", "x", "touch /tmp/x"],  # gh subcommands outside the table
+    ["gh", "alias", "set", "x", "!touch /tmp/x"],
+    ["gh", "repo", "clone", "r", "--", "--upload-pack=x"],
+    ["gh", "pr", "create", "--body-file", "/etc/passwd"],  # reads a host file
+    ["gh", "pr", "create", "--web"],
+    ["gh", "pr", "list", "-L"],  # a value missing
+    ["git", "-c", "core.fsmonitor=x", "status"],  # global options never match a rule
+    ["git", "--exec-path=/tmp", "push"],
+    ["make", "deploy", "-f", "/tmp/evil.mk"],  # unknown programs: no options after the prefix
+    ["make", "deploy", "--eval=x"],
+])
+def test_options_outside_the_allowlist_are_refused(argv):
+    with pytest.raises(Refused) as e:
+        check_argv(argv, ALL)
+    assert str(e.value).startswith("refused: ")
+
+
+@pytest.mark.parametrize("argv", [
+    ["git", "push"],
+    ["git", "push", "-u", "origin", "HEAD"],
+    ["git", "push", "-fu", "--porcelain", "origin", "+main"],
+    ["git", "push", "--force-with-lease", "origin", "main"],
+    ["git", "push", "--force-with-lease=main:abc123", "origin", "main"],
+    ["git", "push", "-o", "ci.skip", "-oci.skip", "--push-option=x", "--push-option", "y", "origin"],
+    ["git", "push", "origin", "--", "--exec=a-branch-named-like-an-option"],  # after --: positional
+    ["git", "pull", "--rebase", "--rebase=merges", "--no-rebase", "-r", "origin", "main"],
+    ["git", "fetch", "--all", "-p", "-P"],
+    ["git", "status", "-sb", "--porcelain=v2", "-uno", "--untracked-files=all", "--", "a", "-"],
+    ["gh", "pr", "list", "--limit", "5", "-L5", "--state=merged", "-s", "open", "-R", "o/r"],
+    ["gh", "pr", "create", "--title", "Fix (parens) and #1", "-b", "--body text", "--draft"],
+    ["gh", "issue", "view", "12", "--comments"],
+    ["make", "deploy", "prod", "--", "-not-an-option"],
+])
+def test_allowed_options_pass(argv):
+    assert check_argv(argv, ALL) == argv
+
+
+def test_git_and_gh_run_only_the_supported_subcommands():
+    rules = parse_rules("git,gh")
+    for argv in (["git", "config", "core.fsmonitor", "x"], ["git", "gc"], ["gh", "api", "/user"],
+                 ["gh", "extension", "install", "x"]):
+        with pytest.raises(Refused, match="only these"):
+            check_argv(argv, rules)
+    assert check_argv(["git", "status"], rules) == ["git", "status"]
+
+
+# -- the request a Runner sends ----------------------------------------------------------------------
+def test_a_request_round_trips_and_is_checked_like_a_command():
+    req = Request(["git", "push", "origin", "my branch; $(x)"], "/srv/ws/sub", 30.0)
+    assert parse_request(req.line(), RULES) == req  # argv exact: no shell reads it, nothing to refuse
+    for argv in (["git", "push", "--exe=x"], ["sh", "-c", "id"], ["git", "push", "a\nb"]):
+        with pytest.raises(Refused):
+            parse_request(Request(argv).line(), RULES)
+
+
+@pytest.mark.parametrize("line, says", [
+    ("runner-host/2 '{}'", "speaks runner-host/1"),
+    ("runner-host/1 'not json'", "one JSON object"),
+    ("runner-host/1 '{\"argv\": [\"git\", \"push\"], \"env\": {\"LD_PRELOAD\": \"x\"}}'", "one JSON object"),
+    ("runner-host/1 '{\"argv\": []}'", "non-empty list"),
+    ("runner-host/1 '{\"argv\": [\"git\", 1]}'", "non-empty list"),
+    ("runner-host/1 '{\"argv\": [\"git\", \"push\"], \"cwd\": 5}'", "cwd"),
+    ("runner-host/1 '{\"argv\": [\"git\", \"push\"], \"timeout\": -1}'", "timeout"),
+    ("runner-host/1 '" + "[" * 100000 + "'", "longer than"),
+    ("runner-host/1 '" + "[" * 5000 + "'", "one JSON object"),
+])
+def test_bad_requests_are_refused(line, says):
+    with pytest.raises(Refused, match=re.escape(says)):
+        parse_request(line, RULES)
+
+
+# -- the working directory, resolved on the host ----------------------------------------------------
+def test_the_working_directory_is_confined_without_following_links(tmp_path):
+    root = tmp_path / "ws"
+    (root / "a" / "b").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "a" / "out").symlink_to(tmp_path / "outside")
+    (root / "link").symlink_to(root / "a")  # even a link that stays inside is refused
+    place = Place(str(root / "a" / "b"), str(root))
+    assert place.path == str(root / "a" / "b") and os.path.samestat(os.fstat(place.fd), os.stat(root / "a" / "b"))
+    place.close()
+    for cwd, says in ((root / "a" / "out", "is a symlink"), (root / "link" / "b", "is a symlink"),
+                      (root / "a" / ".." / ".." / "outside", "outside"), (f"{root}/a/../b", "'..'"),
+                      (tmp_path / "outside", "outside"), ("a/b", "not an absolute path"),
+                      (root / "missing", "does not exist")):
+        with pytest.raises(Unsafe, match=re.escape(says)):
+            Place(str(cwd), str(root))
+
+
+def test_the_host_shell_command_needs_a_root_for_a_request(tmp_path):
+    p = _host_shell(Request(["git", "status"], str(tmp_path)).line(), "git:status", tmp_path)
+    assert p.returncode == 126 and "no --root" in p.stderr

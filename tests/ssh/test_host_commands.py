@@ -2,10 +2,18 @@
 in the mapped directory; nothing injected around it ever runs anywhere."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from runner import Runner
 from runner.policy import load
+
+from tests.hostshell.test_hostshell import DELEGATE_CONFIG
+
+VENV_BIN = Path(sys.executable).parent  # `runner host-shell` on the host (this machine)
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -17,15 +25,16 @@ def host_runner(sshd, tmp_path):
     bin_dir = tmp_path / "hostbin"
     bin_dir.mkdir()
     log = tmp_path / "host-git.log"
-    (bin_dir / "git").write_text(f"#!/bin/sh\necho \"pwd=$(pwd)\" >> {log}\nfor a in \"$@\"; do echo \"arg=$a\" >> {log}; done\n"
+    (bin_dir / "git").write_text(f"#!/bin/sh\n{DELEGATE_CONFIG}echo \"pwd=$(pwd)\" >> {log}\nfor a in \"$@\"; do echo \"arg=$a\" >> {log}; done\n"
                                  "echo pushed to host\n[ \"$2\" = slow ] && sleep 30\n[ \"$2\" = fail ] && exit 5\nexit 0\n")
     (bin_dir / "git").chmod(0o755)
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)  # host commands run in a repository
     pol = load("default").effective(overrides={
         "host_commands": [{"name": "git", "args_prefix": ["push"]}, {"name": "git", "args_prefix": ["pull"]}],
         "host": {"host": "127.0.0.1", "port": sshd.port, "user": "root", "key_file": sshd.client_key,
-                 "known_hosts": sshd.known_hosts, "env": {"PATH": f"{bin_dir}:/usr/bin:/bin"}},
+                 "known_hosts": sshd.known_hosts, "env": {"PATH": f"{bin_dir}:{VENV_BIN}:/usr/bin:/bin"}},
         "tools.allow": ["exec"]})
     with Runner(executor="docker", workspace=ws, policy=pol) as r:
         yield r, ws, log

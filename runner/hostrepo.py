@@ -1,0 +1,286 @@
+"""Where a host command runs, and which of the workspace's git configuration it may honour.
+
+Runs on the host (inside `runner host-shell`), where the workspace is hostile: the sandbox can
+plant symlinks anywhere in it, rename `.git` and write any key into `.git/config`. So:
+
+- the working directory is resolved on the host, one component at a time from the root with
+  O_NOFOLLOW: no symlink anywhere in it, no `..`, and the process enters it by descriptor;
+- the repository is the nearest real `.git` directory between it and the root (a symlink, a
+  gitfile, `commondir` or object alternates, which all lead elsewhere, are refused), and git is
+  pinned to it with GIT_DIR / GIT_WORK_TREE so it cannot discover another one;
+- `.git/config` is read once (a regular file of bounded size, never through a link) and parsed
+  without includes; every key must be on a small allowlist of keys that name no program;
+- git runs with pins that win over any repository file, for the keys whose names are fixed
+  (hooks, fsmonitor, protocols, submodule recursion, signing), and an environment that sets the
+  pager, editors and askpass to nothing.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import stat
+import subprocess
+
+MAX_CONFIG = 256 * 1024
+
+# Keys (as `git config --list` prints them: section and name lower-case) that name no program,
+# no file and no other repository. Everything else in the workspace's config is refused.
+_ALLOWED_KEYS = re.compile(r"""^(?:
+    core\.(?:repositoryformatversion|filemode|bare|logallrefupdates|ignorecase|precomposeunicode|symlinks
+          |autocrlf|eol|safecrlf|checkstat|trustctime|quotepath|abbrev)
+  | extensions\.(?:objectformat|refstorage)
+  | remote\.[^\n]+\.(?:url|pushurl|fetch|push|prune|prunetags|tagopt|mirror)
+  | branch\.[^\n]+\.(?:remote|pushremote|merge|rebase|description)
+  | user\.(?:name|email)
+  | (?:pull\.(?:rebase|ff)|push\.(?:default|autosetupremote|followtags)|fetch\.(?:prune|prunetags))
+  | init\.defaultbranch
+  | lfs\.repositoryformatversion
+)$""", re.X)
+
+# Command-line configuration (GIT_CONFIG_COUNT) wins over every file for these single-valued
+# keys, even if the sandbox rewrites .git/config between the check and git reading it.
+PINS = (
+    ("core.hooksPath", "/dev/null"),  # no hook: neither .git/hooks (the sandbox can rename .git) nor another path
+    ("core.fsmonitor", "false"),
+    ("protocol.allow", "never"),  # then only these; file (a host path outside the workspace) and ext never
+    ("protocol.https.allow", "always"),
+    ("protocol.http.allow", "always"),
+    ("protocol.ssh.allow", "always"),
+    ("protocol.git.allow", "always"),
+    ("protocol.file.allow", "never"),
+    ("protocol.ext.allow", "never"),
+    ("protocol.fd.allow", "never"),
+    ("fetch.recurseSubmodules", "false"),  # a submodule's config is the workspace's too
+    ("submodule.recurse", "false"),
+    ("push.recurseSubmodules", "no"),
+    ("commit.gpgSign", "false"),
+    ("tag.gpgSign", "false"),
+    ("push.gpgSign", "false"),
+)
+ENV_PINS = {
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_ASKPASS": "",  # set but empty: git then skips core.askPass and SSH_ASKPASS
+    "GIT_PAGER": "cat",
+    "PAGER": "cat",
+    "GIT_EDITOR": ":",  # git's own "no editor"
+    "GIT_SEQUENCE_EDITOR": ":",
+    "GIT_MERGE_AUTOEDIT": "no",
+}
+
+
+class Unsafe(Exception):
+    """The working directory or the repository is not one a host command may run in."""
+
+
+def _open_dir(name: str, dir_fd: int | None, shown: str) -> int:
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno == errno.ENOTDIR:  # what O_DIRECTORY|O_NOFOLLOW gives a symlink, on Linux
+            try:
+                is_link = stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode)
+            except OSError:
+                is_link = False
+            if not is_link:
+                raise Unsafe(f"{shown} is not a directory") from None
+        if e.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+            raise Unsafe(f"{shown} is a symlink; host commands never follow a link in the workspace") from None
+        if e.errno == errno.ENOENT:
+            raise Unsafe(f"{shown} does not exist") from None
+        raise Unsafe(f"{shown}: {e.strerror}") from None
+
+
+class Place:
+    """A confined working directory: its symlink-free path, and descriptors of every directory
+    from the root down to it (closed by close())."""
+
+    def __init__(self, cwd: str, root: str) -> None:
+        if not os.path.isabs(cwd):
+            raise Unsafe(f"the working directory {cwd!r} is not an absolute path")
+        self.root = os.path.realpath(root)  # the admin's (or the controller's) path: trusted
+        rel = None
+        for base in dict.fromkeys((os.path.normpath(root), self.root)):
+            if cwd == base or cwd.startswith(base.rstrip("/") + "/"):
+                rel = cwd[len(base):].strip("/")
+                break
+        if rel is None:
+            raise Unsafe(f"the working directory {cwd} is outside {self.root}, the only place host commands run")
+        parts = [p for p in rel.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise Unsafe(f"the working directory {cwd} contains '..'")
+        self.fds = [_open_dir(self.root, None, self.root)]
+        self.dirs = [self.root]
+        try:
+            for p in parts:
+                path = os.path.join(self.dirs[-1], p)
+                self.fds.append(_open_dir(p, self.fds[-1], path))
+                self.dirs.append(path)
+        except BaseException:
+            self.close()
+            raise
+        self.path = self.dirs[-1]
+
+    @property
+    def fd(self) -> int:
+        return self.fds[-1]
+
+    def close(self) -> None:
+        for fd in self.fds:
+            os.close(fd)
+        self.fds = []
+
+    def repository(self) -> tuple[str, str] | None:
+        """(work tree, git dir) of the nearest `.git` from here up to the root, checked; None if
+        there is none."""
+        for d, fd in zip(reversed(self.dirs), reversed(self.fds)):
+            try:
+                st = os.lstat(".git", dir_fd=fd)
+            except FileNotFoundError:
+                continue
+            shown = os.path.join(d, ".git")
+            if stat.S_ISLNK(st.st_mode):
+                raise Unsafe(f"{shown} is a symlink; host commands never follow a link in the workspace")
+            if not stat.S_ISDIR(st.st_mode):
+                raise Unsafe(f"{shown} is not a directory (a gitfile of a worktree or submodule leads elsewhere; "
+                             "run host commands in the main repository)")
+            gfd = _open_dir(".git", fd, shown)
+            try:
+                check_gitdir(gfd, shown)
+            finally:
+                os.close(gfd)
+            return d, shown
+        return None
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+        return True
+    except FileNotFoundError:
+        return False
+    except NotADirectoryError:
+        return False
+
+
+def read_bounded(name: str, dir_fd: int, shown: str, limit: int = MAX_CONFIG) -> bytes | None:
+    """A regular file's bytes (None if absent), never through a link, never more than limit."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EMLINK):
+            raise Unsafe(f"{shown} is a symlink; host commands never follow a link in the workspace") from None
+        raise Unsafe(f"{shown}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unsafe(f"{shown} is not a regular file")
+        if st.st_size > limit:
+            raise Unsafe(f"{shown} is larger than {limit} bytes")
+        data = os.read(fd, limit + 1)
+        if len(data) > limit:
+            raise Unsafe(f"{shown} is larger than {limit} bytes")
+        return data
+    finally:
+        os.close(fd)
+
+
+MAX_GITDIR_ENTRIES = 200_000
+# Directories checked themselves but not their files: objects (many, immutable, read by hash)
+# and hooks (never run: core.hooksPath is pinned to /dev/null).
+_NOT_WALKED = re.compile(r"^(?:objects/(?:[0-9a-f]{2}|pack)|hooks)$")
+
+
+def check_no_links(gfd: int, shown: str) -> None:
+    """No symlink anywhere in the git directory: git writes FETCH_HEAD, MERGE_MSG, reflogs and
+    refs through them, which would truncate and write host files outside the workspace."""
+    stack, seen = [("", os.dup(gfd))], 0
+    try:
+        while stack:
+            rel, fd = stack.pop()
+            try:
+                with os.scandir(fd) as it:
+                    entries = list(it)
+                for e in entries:
+                    seen += 1
+                    if seen > MAX_GITDIR_ENTRIES:
+                        raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
+                    path = f"{rel}{e.name}"
+                    if e.is_symlink():
+                        raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
+                                     "the workspace")
+                    if e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
+                        stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
+            finally:
+                os.close(fd)
+    finally:
+        for _, fd in stack:
+            os.close(fd)
+
+
+def check_gitdir(gfd: int, shown: str) -> None:
+    check_no_links(gfd, shown)
+    for name, why in (("commondir", "its configuration and refs live in another directory"),
+                      ("objects/info/alternates", "it reads objects from other repositories on this host"),
+                      ("objects/info/http-alternates", "it reads objects from other places"),
+                      ("config.worktree", "it holds more configuration")):
+        if _exists(name, gfd):
+            raise Unsafe(f"{shown}/{name} exists: {why}; host commands refuse such a repository")
+    data = read_bounded("config", gfd, f"{shown}/config")
+    if data:
+        check_config(parse_config(data, f"{shown}/config"), f"{shown}/config")
+
+
+def parse_config(data: bytes, shown: str) -> list[tuple[str, str]]:
+    """The (key, value) pairs of a config file's bytes, as git reads them, includes not followed."""
+    git = shutil.which("git")
+    if git is None:
+        raise Unsafe("git is not installed on this host: cannot check the repository's configuration")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env["GIT_DIR"] = "/dev/null/no-repository"  # never discover or read a repository here
+    p = subprocess.run([git, "config", "--file", "-", "--no-includes", "--list", "-z"], input=data, env=env,
+                       cwd="/", capture_output=True, timeout=30)
+    if p.returncode != 0:
+        raise Unsafe(f"{shown} does not parse: {p.stderr.decode('utf-8', 'replace').strip()[:300]}")
+    pairs = []
+    for entry in p.stdout.split(b"\0"):
+        if entry:
+            key, _, value = entry.decode("utf-8", "replace").partition("\n")
+            pairs.append((key, value))
+    return pairs
+
+
+def check_config(pairs: list[tuple[str, str]], shown: str) -> None:
+    bad = sorted({k for k, _ in pairs if not _ALLOWED_KEYS.match(k)})
+    if bad:
+        shown_keys = ", ".join(bad[:8]) + (" …" if len(bad) > 8 else "")
+        raise Unsafe(f"{shown} sets {shown_keys}: host commands run git only with repository settings that name "
+                     "no program, file or other repository (remote and branch settings, user name and email); "
+                     "remove these keys from the repository's config, or run the command yourself")
+
+
+def environment(base: dict[str, str], repo: tuple[str, str] | None) -> dict[str, str]:
+    """The environment of a host command: the host's own, git pinned to the checked repository
+    (or to none), the pins appended to any command-line configuration already there."""
+    env = dict(base)
+    env.update(ENV_PINS)
+    if repo is None:
+        env["GIT_DIR"] = "/dev/null/no-repository"  # nothing git could discover later was checked
+        env.pop("GIT_WORK_TREE", None)
+    else:
+        env["GIT_WORK_TREE"], env["GIT_DIR"] = repo
+    for k in ("GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+              "GIT_CEILING_DIRECTORIES", "GIT_NAMESPACE"):
+        env.pop(k, None)
+    try:
+        n = int(env.get("GIT_CONFIG_COUNT", "0"))
+    except ValueError:
+        n = 0
+    for key, value in PINS:
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+        n += 1
+    env["GIT_CONFIG_COUNT"] = str(n)
+    return env
