@@ -207,15 +207,45 @@ class MountSpec(Strict):
             raise ValueError("source must be a non-empty host path")
         return v
 
+    def workspace_rel(self, workspace: str | os.PathLike) -> str | None:
+        """The source as a workspace-relative path when the workspace can influence it (a relative
+        source, or an absolute one lying in the workspace, lexically or once the operator's own
+        links are followed); None for a path of the operator's. Raises UnsafePath for a relative
+        source that leaves the workspace ('..')."""
+        from ..wspath import UnsafePath, relative
+
+        ws = Path(workspace)
+        raw = os.path.expanduser(self.source)
+        rel = relative(ws, raw)
+        if rel is None and not os.path.isabs(raw):
+            raise UnsafePath(f"mount source {self.source} is relative to the workspace but leaves it ('..'): "
+                             "give an absolute path for a host directory")
+        if rel is None:
+            rel = relative(ws, os.path.realpath(raw))
+        return rel
+
     def host_path(self, workspace: str | os.PathLike) -> Path:
-        p = Path(os.path.expanduser(self.source))
-        return (p if p.is_absolute() else Path(workspace) / p).resolve()
+        """The host path to mount. A source the workspace can influence is walked component by
+        component without following links (an earlier session may have planted `cache -> /`):
+        a link on the way raises UnsafePath naming it. The operator's paths are taken as they
+        resolve (~ expanded)."""
+        from ..wspath import inside
+
+        rel = self.workspace_rel(workspace)
+        if rel is None:
+            return Path(os.path.realpath(os.path.expanduser(self.source)))
+        try:
+            return inside(workspace, rel) if rel else Path(workspace)
+        except FileNotFoundError:
+            return Path(workspace) / rel  # the engine says it is missing
 
     def to_mount(self, workspace: str | os.PathLike):
-        """An executors Mount (docker backend); the docker package is imported only now."""
+        """An executors Mount (docker backend); the docker package is imported only now. A source in
+        the workspace is not scanned for sockets: its contents are the sandbox's own."""
         from executors.docker.config import Mount
 
-        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro")
+        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro",
+                     scan=self.workspace_rel(workspace) is None)
 
 
 def _host_port(v: Any) -> str:
@@ -336,7 +366,8 @@ class Policy(Strict):
     limits: PolicyLimits = Field(default_factory=PolicyLimits)
     mounts: list[MountSpec] = Field(default_factory=list)
     protect: list[RelPath] = Field(default_factory=list, description="workspace dirs no tool may write")
-    protect_git_hooks: bool = Field(default=True, description="protect the workspace's .git/hooks")
+    protect_git_hooks: bool = Field(default=True, description="protect what makes the host's git run "
+                                      "programs: .git/hooks, .git/config, commondir, modules, worktrees; .git stays put")
     network: NetworkPolicy = Field(default_factory=NetworkPolicy)
     env: EnvPolicy = Field(default_factory=EnvPolicy)
     secrets: dict[EnvName, Secret] = Field(default_factory=dict)
