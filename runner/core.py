@@ -48,7 +48,7 @@ class Runner:
         from .policy.ratelimit import RateLimiter
         from .redact import Redactor
 
-        self.workspace = Path(workspace).expanduser().resolve()
+        self.workspace = Path(os.path.realpath(Path(workspace).expanduser()))  # never raises on a loop
         if not self.workspace.is_dir():
             raise RunnerError(f"workspace {self.workspace} is not a directory")
         base = policy if isinstance(policy, Policy) else load(policy or "default")

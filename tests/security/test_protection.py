@@ -373,3 +373,50 @@ def test_writing_tools_on_any_shape_answer_with_a_tool_error(project, no_leaks, 
         assert res.is_error or (shape in ("fifo", "socket") and tool == "write"), res.content
         assert r.call("read", {"path": "src/app.py"}).content.strip().endswith("print('hi')")
     assert (project / "src" / "config" / "settings").read_text() == "safe = true\n"
+
+
+def _cli(*args: str, input: bytes = b"") -> subprocess.CompletedProcess:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "runner", *args], input=input, capture_output=True, timeout=600)
+
+
+def test_the_commands_of_the_issue_never_crash(project, no_leaks):
+    """`ln -s loop loop` then `write loop` ended `runner session`; `ln -s tools tools` made every
+    later `runner call` on that workspace fail."""
+    import json
+
+    calls = [{"id": 1, "tool": "bash", "args": {"command": "ln -s loop loop && ln -s tools tools"}},
+             {"id": 2, "tool": "write", "args": {"path": "loop", "content": "x"}},
+             {"id": 3, "tool": "read", "args": {"path": "src/app.py"}}]
+    p = _cli("session", "-w", str(project), "--executor", "docker",
+             input="".join(json.dumps(c) + "\n" for c in calls).encode())
+    assert p.returncode == 0, p.stderr.decode()
+    answers = [json.loads(line) for line in p.stdout.decode().splitlines()]
+    assert [a["id"] for a in answers] == [1, 2, 3] and answers[1]["is_error"] and not answers[2]["is_error"], answers
+    assert (project / "tools").is_symlink()
+    p = _cli("call", "read", '{"path": "src/app.py"}', "-w", str(project), "--executor", "docker")
+    assert p.returncode == 0 and "print('hi')" in p.stdout.decode(), p.stderr.decode()
+
+
+@pytest.fixture
+def gvisor(docker_client):
+    if "runsc" not in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("runsc (gVisor) is not configured on this engine; `runner doctor` says how")
+    return "runsc"
+
+
+def test_pins_hold_under_gvisor(repo, no_leaks, gvisor):
+    (repo / "src" / "config").mkdir(parents=True)
+    chown_tree(repo)
+    with runner(repo, protect=["src/config"], runtime=gvisor) as r:
+        for command in ("mv src src_x && mkdir -p src/config && echo pwned > src/config/x",
+                        "mv .git .git_old && cp -r .git_old .git && printf '#!/bin/sh\\ntouch PWNED\\n' > "
+                        ".git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+                        "echo '[core] fsmonitor = touch PWNED' >> .git/config"):
+            assert bash(r, command).is_error, command
+        assert not bash(r, "echo ok > src/fine && git add src/fine && git -c user.name=a -c user.email=b commit "
+                           "-qm gvisor").is_error
+    assert not (repo / "src_x").exists() and not (repo / ".git_old").exists()
+    assert list((repo / "src" / "config").iterdir()) == []
+    the_host_git_runs_nothing(repo)
