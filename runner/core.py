@@ -68,8 +68,8 @@ class Runner:
             self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
             if not self.ssh.workdir:
                 raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
-        self.sandbox_env = self.policy.sandbox_env()
-        self.redactor = Redactor(self.policy.resolve_secrets())
+        self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
+        self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
         self.session_id = session or uuid.uuid4().hex[:12]

@@ -112,6 +112,8 @@ def _folder(ws: Path, given: Path) -> Optional[Path]:
     if rel is None:
         real = Path(os.path.realpath(given))
         rel = wspath.relative(ws, real)
+        if rel is None and wspath.touches(ws, given):
+            raise wspath.UnsafePath(f"{given} passes through the workspace and out of it again through a link there")
         if rel is None:
             if not real.is_dir():
                 raise FileNotFoundError(str(given))

@@ -211,3 +211,40 @@ def make_dirs(workspace: str | os.PathLike, rel: str | os.PurePath, uid: int | N
     finally:
         os.close(fd)
     return made
+
+
+def touches(workspace: str | os.PathLike, path: str | os.PathLike, max_links: int = 40) -> bool:
+    """Whether resolving `path` (an operator's path) passes through the workspace at any step: a
+    prefix, or a link's target on the way, lies in it. Only names are read (lstat, readlink);
+    too many links count as touching."""
+    ws = Path(os.path.realpath(workspace))
+    todo = list(PurePosixPath(os.path.abspath(os.fspath(path))).parts[1:])
+    cur = Path("/")
+    links = 0
+    while todo:
+        name = todo.pop(0)
+        if name in ("", "."):
+            continue
+        if name == "..":
+            cur = cur.parent
+            continue
+        nxt = cur / name
+        if nxt == ws or nxt.is_relative_to(ws):
+            return True
+        try:
+            is_link = stat.S_ISLNK(os.lstat(nxt).st_mode)
+        except OSError:
+            return False
+        if not is_link:
+            cur = nxt
+            continue
+        links += 1
+        if links > max_links:
+            return True
+        target = PurePosixPath(os.readlink(nxt))
+        if target.is_absolute():
+            cur = Path("/")
+            todo = list(target.parts[1:]) + todo
+        else:
+            todo = list(target.parts) + todo
+    return False

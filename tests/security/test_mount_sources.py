@@ -45,6 +45,14 @@ def test_a_link_planted_as_a_mount_source_is_refused(places, no_leaks, source):
     assert (outside / "secret.txt").read_text() == "host secret\n"
 
 
+def test_an_operator_path_through_the_workspace_is_walked_too(places, tmp_path, no_leaks):
+    ws, outside = places
+    (ws / "cache").symlink_to(outside)
+    (tmp_path / "data").symlink_to(ws)  # the operator's link into the workspace: /data/cache
+    with pytest.raises(RunnerError, match="passes through the workspace"):
+        runner_with_mount(ws, str(tmp_path / "data" / "cache"))
+
+
 def test_a_relative_mount_source_may_not_leave_the_workspace(places, no_leaks):
     ws, outside = places
     with pytest.raises(RunnerError, match="leaves it"):

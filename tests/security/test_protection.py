@@ -420,3 +420,21 @@ def test_pins_hold_under_gvisor(repo, no_leaks, gvisor):
     assert not (repo / "src_x").exists() and not (repo / ".git_old").exists()
     assert list((repo / "src" / "config").iterdir()) == []
     the_host_git_runs_nothing(repo)
+
+
+@pytest.mark.parametrize("given", ["absolute", "relative", "link-into"])
+def test_a_secret_file_in_the_workspace_is_refused(project, tmp_path, monkeypatch, given):
+    """An earlier session replaced .secrets/token by a link to a host file: the next session
+    would have got that file's content as a secret in its environment."""
+    from runner.policy.model import SecretUnavailable
+
+    (tmp_path / "host-key").write_text("PRIVATE KEY of the user\n")
+    (project / ".secrets").mkdir()
+    (project / ".secrets" / "token").symlink_to(tmp_path / "host-key")
+    monkeypatch.chdir(project)
+    source = {"absolute": str(project / ".secrets" / "token"), "relative": ".secrets/token"}.get(given)
+    if given == "link-into":
+        (tmp_path / "via").symlink_to(project / ".secrets")
+        source = str(tmp_path / "via" / "token")
+    with pytest.raises(SecretUnavailable, match="lies in the workspace"):
+        runner(project, overrides={"secrets": {"TOKEN": {"from_file": source}}})
