@@ -192,6 +192,10 @@ def _plugin_paths(runner, errors: Optional[list] = None) -> list[tuple[dict, Opt
             continue
         else:
             rel = wspath.relative(ws, os.path.realpath(raw))
+            if rel is None and wspath.touches(ws, raw):
+                _refused(errors, "policy", raw, "this plugin passes through the workspace and out of it again "
+                         "through a link there: refused")
+                continue
         if rel is not None:
             try:  # in the workspace: never through a link there (missing: the sandbox says so)
                 host = wspath.inside(ws, rel)
