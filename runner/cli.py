@@ -71,7 +71,7 @@ def exec_(
     user: Optional[str] = typer.Option(None, "--user", "-u", help="user in the container (default 1000:1000)"),
     runtime: Optional[str] = typer.Option(None, help="OCI runtime, e.g. runsc for gVisor"),
     host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address: unix://, tcp:// or ssh://user@host"),
-    force_unsafe_mounts: bool = typer.Option(False, "--force-unsafe-mounts", help="allow mounting / or the Docker socket"),
+    force_unsafe_mounts: bool = typer.Option(False, "--force-unsafe-mounts", help="allow mounting /, sockets, devices, /proc, /sys, /dev or a directory holding them"),
 ):
     """Run CMD in a fresh hardened container, removed afterwards. The exit status is CMD's."""
     from .exec_cmd import ExecOptions, run

@@ -48,7 +48,7 @@ class Runner:
         from .policy.ratelimit import RateLimiter
         from .redact import Redactor
 
-        self.workspace = Path(workspace).expanduser().resolve()
+        self.workspace = Path(os.path.realpath(Path(workspace).expanduser()))  # never raises on a loop
         if not self.workspace.is_dir():
             raise RunnerError(f"workspace {self.workspace} is not a directory")
         base = policy if isinstance(policy, Policy) else load(policy or "default")
@@ -68,8 +68,8 @@ class Runner:
             self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
             if not self.ssh.workdir:
                 raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
-        self.sandbox_env = self.policy.sandbox_env()
-        self.redactor = Redactor(self.policy.resolve_secrets())
+        self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
+        self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
         self.session_id = session or uuid.uuid4().hex[:12]
@@ -80,6 +80,13 @@ class Runner:
         self._custom = None  # custom.Catalog, described in the sandbox on first use
         self._shipped = None  # ssh: the host folder holding this machine's tool folders (custom.ship)
         self.guard = Guard(self.workspace, self.protected)
+        if self.policy.sandbox.executor == "docker":
+            from .wspath import UnsafePath
+
+            try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
+                self._protection_mounts()
+            except (UnsafePath, OSError) as e:
+                raise RunnerError(f"cannot start sandboxes on the workspace {self.workspace}: {e}") from None
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
         self.store = ResultStore()
@@ -347,6 +354,28 @@ class Runner:
                     f"(this write adds {adding} bytes); remove files (bash rm) to continue")
         return None
 
+    def _protection_mounts(self) -> list:
+        """Docker: the read-only mounts of the protected paths and the pins that keep them and
+        their ancestors (and the workspace's policy mount sources) where they are. Missing
+        protected paths the user listed, and .git/hooks of a repository, are made first. Raises
+        UnsafePath when a link stands on the way (never followed)."""
+        import stat
+
+        from .policy.protect import GIT_HOOKS, mount_plan, protected_dirs
+
+        pol = self.policy
+        st = self.workspace.stat()
+        create = protected_dirs(pol.protect, git_hooks=False, workspace=self.workspace)
+        try:
+            if pol.protect_git_hooks and stat.S_ISDIR(os.lstat(self.workspace / ".git").st_mode):
+                create.append(GIT_HOOKS)
+        except FileNotFoundError:
+            pass
+        pins = [rel for m in pol.mounts if (rel := m.workspace_rel(self.workspace))]
+        plan = mount_plan(self.workspace, SANDBOX_WORKSPACE, self.protected, create=create, pin=pins,
+                          pins_read_only=pol.sandbox.workspace == "ro", owner=(st.st_uid, st.st_gid))
+        return [m.to_mount() for m in plan.mounts]
+
     def _host_path(self, path: str) -> str:
         """A tool's path as the host sees it (the sandbox sees the workspace at /workspace)."""
         p = path.lstrip("@")
@@ -440,11 +469,10 @@ class Runner:
             return Sandbox(SSHExecutor(self.ssh), hello, cwd=ws, env={"PYTHONDONTWRITEBYTECODE": "1"})
         from executors.docker import DockerExecutor, Mount, SandboxConfig
 
-        from .policy.protect import readonly_mounts
-
         st = self.workspace.stat()
-        mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro")]
-        mounts += [m.to_mount() for m in readonly_mounts(self.workspace, SANDBOX_WORKSPACE, self.protected).mounts]
+        mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro",
+                      scan=False)]
+        mounts += self._protection_mounts()
         mounts += [m.to_mount(self.workspace) for m in pol.mounts]
         from . import custom
 

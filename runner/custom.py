@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Optional
 
+from . import wspath
 from .results import ToolResult
 from .schemas.registry import ToolSpec
 
@@ -97,7 +98,30 @@ def _refused(errors: Optional[list], place: str, path, why: str) -> None:
         errors.append({"place": place, "path": str(path), "kind": "-", "error": why})
 
 
-LEAVES = "given relative to the workspace, it is a link that leaves the workspace: refused"
+LEAVES = "given relative to the workspace, it leaves the workspace: refused"
+
+
+def _folder(ws: Path, given: Path) -> Optional[Path]:
+    """The host directory of a tool folder. One that lies in the workspace (given relative to
+    it, or an absolute path there, also once the operator's own links are followed) is reached
+    without following any link in the workspace: UnsafePath names the link. None: a relative
+    path leaving the workspace ('..'). FileNotFoundError/NotADirectoryError when it is missing."""
+    rel = wspath.relative(ws, given)
+    if rel is None and not given.is_absolute():
+        return None
+    if rel is None:
+        real = Path(os.path.realpath(given))
+        rel = wspath.relative(ws, real)
+        if rel is None and wspath.touches(ws, given):
+            raise wspath.UnsafePath(f"{given} passes through the workspace and out of it again through a link there")
+        if rel is None:
+            if not real.is_dir():
+                raise FileNotFoundError(str(given))
+            return real
+    host = wspath.inside(ws, rel)
+    if not host.is_dir():
+        raise NotADirectoryError(str(given))
+    return host
 
 
 def places(runner, errors: Optional[list] = None) -> list[Place]:
@@ -112,14 +136,14 @@ def places(runner, errors: Optional[list] = None) -> list[Place]:
 
     def add(place: str, given: Path, label: str) -> None:
         try:
-            host = given.expanduser()
-            relative = not host.is_absolute()
-            host = (ws / host if relative else host).resolve()
+            host = _folder(ws, given.expanduser())
+        except FileNotFoundError:
+            return
+        except wspath.UnsafePath as e:
+            return _refused(errors, place, ws / given, f"this tool folder: {e}: refused")
         except OSError:
             return
-        if not host.is_dir():
-            return
-        if relative and not host.is_relative_to(ws):
+        if host is None:
             return _refused(errors, place, ws / given, f"this tool folder, {LEAVES}")
         if root is None:
             out.append(Place(place, host, str(host), False))
@@ -159,22 +183,31 @@ def _plugin_paths(runner, errors: Optional[list] = None) -> list[tuple[dict, Opt
                 entry["path"] = posixpath.join(runner.ssh.workdir, raw)
                 out.append((entry, None))
                 continue
-            host = (ws / raw).resolve()
-            if not host.is_relative_to(ws):
+            rel = wspath.relative(ws, raw)
+            if rel is None:
                 _refused(errors, "policy", ws / raw, f"this plugin, {LEAVES}")
                 continue
-            entry["path"] = "/workspace/" + host.relative_to(ws).as_posix() if _docker(runner) else str(host)
+        elif not os.path.lexists(raw) or root is None:
             out.append((entry, None))
             continue
-        host = Path(raw)
-        if not host.exists() or root is None:
+        else:
+            rel = wspath.relative(ws, os.path.realpath(raw))
+            if rel is None and wspath.touches(ws, raw):
+                _refused(errors, "policy", raw, "this plugin passes through the workspace and out of it again "
+                         "through a link there: refused")
+                continue
+        if rel is not None:
+            try:  # in the workspace: never through a link there (missing: the sandbox says so)
+                host = wspath.inside(ws, rel)
+            except FileNotFoundError:
+                host = ws / rel
+            except wspath.UnsafePath as e:
+                _refused(errors, "policy", ws / raw, f"this plugin: {e}: refused")
+                continue
+            entry["path"] = "/workspace/" + rel if _docker(runner) else str(host)
             out.append((entry, None))
             continue
-        host = host.resolve()
-        if _docker(runner) and host.is_relative_to(ws):
-            entry["path"] = "/workspace/" + host.relative_to(ws).as_posix()
-            out.append((entry, None))
-            continue
+        host = Path(os.path.realpath(raw))
         mount = Place("policy", host.parent, f"{root}/plugin-{i}", True)
         entry["path"] = f"{mount.sandbox}/{host.name}"
         out.append((entry, mount))
@@ -398,15 +431,49 @@ def unship(runner) -> None:
         ex.stop()
 
 
-def _holds_tools(folder: Path) -> bool:
-    """Whether a folder holds a file runner takes for a tool (the sandbox's own rules, applied to
-    names, modes and the first bytes only: nothing runs)."""
-    from .toolbox.custom import classify
+FOLDER_SCAN_MAX = 10_000  # entries of one tool folder the controller looks at
+
+
+def _open_folder(ws: Path, folder: Path) -> wspath.DirFd:
+    """A tool folder opened for reading its entries: one in the workspace without following any
+    link there, another (the operator's) as it is."""
+    rel = wspath.relative(ws, folder)
+    if rel is not None:
+        return wspath.open_dir(ws, rel)
+    return wspath.DirFd(os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), str(folder))
+
+
+def _holds_tools(ws: Path, folder: Path) -> bool:
+    """Whether a folder holds what runner may take for a tool, judged on the controller without
+    running or following anything: a link counts (the sandbox follows it in its own view), a
+    regular file by the sandbox's rules applied to its name, x bit and first bytes (a bounded
+    read), anything else (FIFO, socket, device, directory) does not."""
+    import stat
+
+    from .toolbox.custom import HEAD, classify_head
 
     try:
-        return any(classify(str(folder / n)) for n in os.listdir(folder))
-    except OSError:
+        with _open_folder(ws, folder) as d:
+            for name, st in d.entries(FOLDER_SCAN_MAX):
+                if name.startswith(".") or name.endswith(".md"):
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    return True
+                if stat.S_ISREG(st.st_mode):
+                    head = d.read_head(name, HEAD)
+                    if head is not None and classify_head(name, head, bool(st.st_mode & 0o111)):
+                        return True
+    except (OSError, ValueError):
         return False
+    return False
+
+
+def _count_entries(ws: Path, folder: Path) -> int:
+    try:
+        with _open_folder(ws, folder) as d:
+            return len(d.entries(FOLDER_SCAN_MAX))
+    except (OSError, ValueError):
+        return 0
 
 
 def protected_dirs(runner) -> list[str]:
@@ -420,26 +487,30 @@ def protected_dirs(runner) -> list[str]:
         return []
     if policy.sandbox.executor == "ssh":  # the project is on the host: protect all three by path
         return list(PROJECT_DIRS)
-    ws = workspace.resolve()
+    ws = workspace
     out = []
     for rel in PROJECT_DIRS:
-        d = workspace / rel
-        inside = d.resolve().is_relative_to(ws)  # a link leading out is never loaded
-        if d.is_dir() and inside and (rel != "tools" or _holds_tools(d)):
+        # .acai/tools and .runner/tools always: a missing one is refused to the writing tools and
+        # made in the sandbox only by bash. One reached through a link is never loaded (places).
+        try:
+            host = wspath.inside(ws, rel, kind="dir")
+        except FileNotFoundError:
+            host = None
+        except (OSError, ValueError):
+            continue
+        if rel != "tools" or (host is not None and _holds_tools(ws, host)):
             out.append(rel)
     hosts = [p.host for p in places(runner) if p.place != "project" and p.host is not None]
     for entry, mount in _plugin_paths(runner):
         raw = entry["path"]
-        if mount is None and os.path.isabs(raw) and Path(raw).exists() and not _docker(runner):
+        if mount is None and os.path.isabs(raw) and os.path.lexists(raw) and not _docker(runner):
             hosts.append(Path(raw))  # local: the plugin file where it is
         elif _docker(runner) and raw.startswith("/workspace/"):
             hosts.append(ws / raw[len("/workspace/"):])
     for host in hosts:
-        host = host.resolve()
-        if host != ws and host.is_relative_to(ws):
-            rel = host.relative_to(ws).as_posix()
-            if rel not in out:
-                out.append(rel)
+        rel = wspath.relative(ws, host)
+        if rel and rel not in out:
+            out.append(rel)
     return out
 
 
@@ -485,8 +556,8 @@ def to_spec(t: dict) -> CustomSpec:
 
 
 # -- discovery -----------------------------------------------------------------------------------
-def _has_candidates(ps: list[Place]) -> bool:
-    return any(p.host is None or _holds_tools(p.host) for p in ps)
+def _has_candidates(ws: Path, ps: list[Place]) -> bool:
+    return any(p.host is None or _holds_tools(ws, p.host) for p in ps)
 
 
 def discover(runner) -> Catalog:
@@ -502,11 +573,11 @@ def discover(runner) -> Catalog:
     python = entry_point_tools(runner, cat.errors)[0]
     for ep in python:  # after system, before user
         ep["order"] = sum(p.place == "system" for p in ps) - 0.5
-    if not plugins and not python and not _has_candidates(ps):
+    if not plugins and not python and not _has_candidates(runner.workspace, ps):
         return cat  # nothing to describe: no sandbox needed
     args = {"places": [{"place": p.place, "dir": p.sandbox} for p in ps], "plugins": plugins, "python": python,
             "timeout": pol.tools.describe_timeout}
-    n_jobs = sum(len(os.listdir(p.host)) if p.host else 20 for p in ps) + len(plugins) + len(python)
+    n_jobs = sum(_count_entries(runner.workspace, p.host) if p.host else 20 for p in ps) + len(plugins) + len(python)
     shipped = ship(runner)
     if shipped is not None:
         cat.errors.append({"place": "-", "path": "-", "error": shipped})

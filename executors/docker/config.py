@@ -22,6 +22,8 @@ class Mount(BaseModel):
     source: str
     target: str
     read_only: bool = False
+    scan: bool = Field(default=True, description="look inside a directory source for sockets and devices "
+                       "(bounded); the runner turns it off for the workspace, whose contents are the sandbox's")
 
     @classmethod
     def parse(cls, spec: str) -> "Mount":
@@ -40,25 +42,106 @@ class Mount(BaseModel):
         return cls(source=os.path.abspath(src), target=dst, read_only=mode == "ro")
 
 
+# Host filesystems that are the kernel's or the devices' own: never a sandbox's to see.
+KERNEL_TREES = ("/proc", "/sys", "/dev")
+SCAN_LIMIT = 20_000  # entries looked at inside a directory source
+
+
+def _kind(st: os.stat_result) -> str | None:
+    if stat.S_ISSOCK(st.st_mode):
+        return "a socket"
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return "a device"
+    return None
+
+
+def _kernel_devs() -> dict[int, str]:
+    """{st_dev: tree} of /proc, /sys and /dev where each is a filesystem of its own."""
+    out = {}
+    try:
+        root = os.stat("/").st_dev
+    except OSError:
+        return out
+    for t in KERNEL_TREES:
+        try:
+            dev = os.stat(t).st_dev
+        except OSError:
+            continue
+        if dev != root:
+            out.setdefault(dev, t)
+    return out
+
+
+def _why_unsafe(real: Path, scan: bool) -> str | None:
+    """Why mounting `real` (no links left in it) would hand the sandbox the host: what it is, not
+    what it is called. A hard link to a socket is a socket; a bind mount of /proc is procfs."""
+    if real == Path("/"):
+        return "it is the host's root"
+    st = real.stat()
+    kind = _kind(st)
+    if kind:
+        return f"it is {kind} (a way into a host service or the hardware: a container engine's socket is root " \
+               "on the host)"
+    devs = _kernel_devs()
+    for t in KERNEL_TREES:
+        if real == Path(t) or real.is_relative_to(t) or Path(t).is_relative_to(real):
+            return f"it is or holds {t}, the kernel's or the devices' own files"
+    if st.st_dev in devs:
+        return f"it lies on the filesystem of {devs[st.st_dev]}"
+    for sock in DOCKER_SOCKETS:
+        try:
+            sock_real = Path(os.path.realpath(sock))
+            if stat.S_ISSOCK(sock_real.stat().st_mode) and sock_real.is_relative_to(real):
+                return f"it holds the container engine's socket ({sock}), which is root on the host"
+        except OSError:
+            continue
+    if not scan or not stat.S_ISDIR(st.st_mode):
+        return None
+    seen, stack = 0, [real]
+    while stack and seen < SCAN_LIMIT:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                seen += 1
+                if seen > SCAN_LIMIT:
+                    break
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = _kind(est)
+                if kind:
+                    return f"it holds {kind}, {e.path} (a way into a host service or the hardware)"
+                if est.st_dev in devs:
+                    return f"it holds {e.path}, on the filesystem of {devs[est.st_dev]}"
+                if stat.S_ISDIR(est.st_mode):
+                    stack.append(e.path)
+    return None
+
+
 def check_mount(m: Mount, force: bool = False) -> None:
-    """Refuse mounts that do not exist or that hand the sandbox the host (/, the Docker socket)."""
+    """Refuse mounts that do not exist or that hand the sandbox the host: its root, a socket or a
+    device (whatever its name or link count), a directory holding one (looked for up to
+    SCAN_LIMIT entries, links never followed, unless `m.scan` is off), /proc, /sys and /dev or
+    anything on their filesystems."""
     src = Path(m.source)
-    if not src.exists():
+    if not os.path.lexists(src) or not src.exists():
         raise InvalidConfig(f"mount source {m.source} does not exist")
-    real = src.resolve()
     if force:
         return
-    if real == Path("/"):
-        raise InvalidConfig(f"refusing to mount the host's root ({m.source}) into a sandbox; force it only if you mean it")
-    for sock in DOCKER_SOCKETS:
-        p = Path(sock)
-        if p.exists() and stat.S_ISSOCK(p.lstat().st_mode if not p.is_symlink() else p.stat().st_mode):
-            sock_real = p.resolve()
-            if real == sock_real or sock_real.is_relative_to(real):
-                raise InvalidConfig(f"refusing to mount {m.source}: it exposes the container engine's socket "
-                                    f"({sock}), which is root on the host; force it only if you mean it")
-    if real.is_socket() and real.name.endswith(".sock") and "docker" in real.name:
-        raise InvalidConfig(f"refusing to mount the Docker socket {m.source}; force it only if you mean it")
+    real = Path(os.path.realpath(src))
+    try:
+        why = _why_unsafe(real, m.scan)
+    except OSError as e:
+        raise InvalidConfig(f"mount source {m.source}: cannot look at it ({e.strerror})") from None
+    if why:
+        shown = m.source if str(real) == m.source else f"{m.source} ({real})"
+        raise InvalidConfig(f"refusing to mount {shown} into a sandbox: {why}; force it only if you mean it "
+                            "(--force-unsafe-mounts)")
 
 
 class SandboxConfig(BaseModel):

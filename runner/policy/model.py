@@ -207,15 +207,48 @@ class MountSpec(Strict):
             raise ValueError("source must be a non-empty host path")
         return v
 
+    def workspace_rel(self, workspace: str | os.PathLike) -> str | None:
+        """The source as a workspace-relative path when the workspace can influence it (a relative
+        source, or an absolute one lying in the workspace, lexically or once the operator's own
+        links are followed); None for a path of the operator's. Raises UnsafePath for a relative
+        source that leaves the workspace ('..')."""
+        from ..wspath import UnsafePath, relative, touches
+
+        ws = Path(workspace)
+        raw = os.path.expanduser(self.source)
+        rel = relative(ws, raw)
+        if rel is None and not os.path.isabs(raw):
+            raise UnsafePath(f"mount source {self.source} is relative to the workspace but leaves it ('..'): "
+                             "give an absolute path for a host directory")
+        if rel is None:
+            rel = relative(ws, os.path.realpath(raw))
+            if rel is None and touches(ws, raw):
+                raise UnsafePath(f"mount source {self.source} passes through the workspace and out of it again "
+                                 "through a link there: refused")
+        return rel
+
     def host_path(self, workspace: str | os.PathLike) -> Path:
-        p = Path(os.path.expanduser(self.source))
-        return (p if p.is_absolute() else Path(workspace) / p).resolve()
+        """The host path to mount. A source the workspace can influence is walked component by
+        component without following links (an earlier session may have planted `cache -> /`):
+        a link on the way raises UnsafePath naming it. The operator's paths are taken as they
+        resolve (~ expanded)."""
+        from ..wspath import inside
+
+        rel = self.workspace_rel(workspace)
+        if rel is None:
+            return Path(os.path.realpath(os.path.expanduser(self.source)))
+        try:
+            return inside(workspace, rel) if rel else Path(workspace)
+        except FileNotFoundError:
+            return Path(workspace) / rel  # the engine says it is missing
 
     def to_mount(self, workspace: str | os.PathLike):
-        """An executors Mount (docker backend); the docker package is imported only now."""
+        """An executors Mount (docker backend); the docker package is imported only now. A source in
+        the workspace is not scanned for sockets: its contents are the sandbox's own."""
         from executors.docker.config import Mount
 
-        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro")
+        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro",
+                     scan=self.workspace_rel(workspace) is None)
 
 
 def _host_port(v: Any) -> str:
@@ -271,7 +304,10 @@ class Secret(Strict):
             raise ValueError("give exactly one of from_env or from_file")
         return self
 
-    def resolve(self, name: str, environ: dict[str, str] | None = None) -> str | None:
+    def resolve(self, name: str, environ: dict[str, str] | None = None,
+                workspace: str | os.PathLike | None = None) -> str | None:
+        """The value. A file that lies in `workspace` (lexically or through a link) is refused: the
+        sandbox can read it, or put a link to any host file in its place for the next session."""
         env = os.environ if environ is None else environ
         if self.from_env is not None:
             val = env.get(self.from_env)
@@ -279,6 +315,14 @@ class Secret(Strict):
                 raise SecretUnavailable(f"secret {name}: environment variable {self.from_env} is not set")
             return val
         path = Path(os.path.expanduser(self.from_file))
+        if workspace is not None:
+            from ..wspath import touches
+
+            ws = Path(workspace)
+            if touches(ws, path):
+                raise SecretUnavailable(f"secret {name}: {path} lies in the workspace {ws}, where the sandbox can read "
+                                        "it or leave a link to another file in its place: keep secret files outside "
+                                        "the workspace")
         try:
             return path.read_text().rstrip("\r\n")
         except OSError as e:
@@ -340,7 +384,8 @@ class Policy(Strict):
     limits: PolicyLimits = Field(default_factory=PolicyLimits)
     mounts: list[MountSpec] = Field(default_factory=list)
     protect: list[RelPath] = Field(default_factory=list, description="workspace dirs no tool may write")
-    protect_git_hooks: bool = Field(default=True, description="protect the workspace's .git/hooks")
+    protect_git_hooks: bool = Field(default=True, description="protect what makes the host's git run "
+                                      "programs: .git/hooks, .git/config, commondir, modules, worktrees; .git stays put")
     network: NetworkPolicy = Field(default_factory=NetworkPolicy)
     env: EnvPolicy = Field(default_factory=EnvPolicy)
     secrets: dict[EnvName, Secret] = Field(default_factory=dict)
@@ -416,24 +461,27 @@ class Policy(Strict):
 
         return yaml.safe_dump(self.dump(), sort_keys=False, default_flow_style=False, allow_unicode=True)
 
-    def resolve_secrets(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+    def resolve_secrets(self, environ: dict[str, str] | None = None,
+                        workspace: str | os.PathLike | None = None) -> dict[str, str]:
         """{NAME: value} of every secret that has a value; raises SecretUnavailable for a
-        required one that has none. Feed the values to the Redactor as well as the sandbox."""
+        required one that has none, or whose file lies in `workspace`. Feed the values to the
+        Redactor as well as the sandbox."""
         out = {}
         for name, s in self.secrets.items():
-            val = s.resolve(name, environ)
+            val = s.resolve(name, environ, workspace)
             if val:
                 out[name] = val
         return out
 
-    def sandbox_env(self, environ: dict[str, str] | None = None) -> dict[str, str]:
+    def sandbox_env(self, environ: dict[str, str] | None = None,
+                    workspace: str | os.PathLike | None = None) -> dict[str, str]:
         """The sandbox environment: fixed values, allowed host variables, then secrets by name."""
         env = os.environ if environ is None else environ
         out = dict(self.env.set)
         for k in self.env.allow:
             if k in env:
                 out[k] = env[k]
-        out.update(self.resolve_secrets(environ))
+        out.update(self.resolve_secrets(environ, workspace))
         return out
 
     def effective(self, *, protect: list[str] | tuple[str, ...] = (), environ: dict[str, str] | None = None,

@@ -2,8 +2,9 @@
 
 Two defences, both built from one list of workspace-relative paths:
 
-- Docker: each protected path that exists is bind-mounted read-only on top of the workspace
-  mount (`readonly_mounts`), so the kernel refuses writes even from bash.
+- Docker: each protected path that exists (or is made) is bind-mounted read-only on top of the
+  workspace mount, and its ancestors are bound onto themselves so they cannot be renamed
+  (`mount_plan`): the kernel refuses writes and moves even from bash.
 - Local executor, and the writing tools everywhere: `Guard.check_writable(path)` resolves the
   path (following symlinks) and refuses it when it lands in a protected directory, or when it
   is a hard link to a file that lives in one.
@@ -16,11 +17,20 @@ Two defences, both built from one list of workspace-relative paths:
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from ..wspath import UnsafePath, make_dirs, parts
+
 GIT_HOOKS = ".git/hooks"
+# What makes the host's git run programs, or look for its configuration elsewhere: protected
+# (read-only mounts, and path checks) whenever the workspace's git is (protect_git_hooks), so the
+# user's own git on the host never runs a program the sandbox chose. `.git` itself is pinned as
+# their parent. The sandbox's git still commits (objects, refs, index and logs stay writable).
+GIT_PROTECTED = (GIT_HOOKS, ".git/config", ".git/config.worktree", ".git/commondir", ".git/modules",
+                 ".git/worktrees")
 ENV_PROTECT = "RUNNER_PROTECT_DIRS"
 _HARDLINK_SCAN_LIMIT = 10_000  # files looked at per protected directory when a target has links
 
@@ -49,7 +59,7 @@ def normalise(path: str, workspace: str | os.PathLike | None = None) -> str:
         ws = Path(workspace).resolve()
         cand = Path(os.path.normpath(p))
         if not cand.is_relative_to(ws):
-            cand = cand.resolve()
+            cand = Path(os.path.realpath(cand))  # the operator's path; realpath never raises on a loop
         if not cand.is_relative_to(ws) or cand == ws:
             raise BadProtectPath(f"protected path {path!r} is not inside the workspace {ws}")
         p = str(cand.relative_to(ws))
@@ -64,11 +74,11 @@ def normalise(path: str, workspace: str | os.PathLike | None = None) -> str:
 
 def protected_dirs(policy_protect: Iterable[str] = (), cli: Iterable[str] = (), environ: dict[str, str] | None = None,
                    *, git_hooks: bool = True, workspace: str | os.PathLike | None = None) -> list[str]:
-    """Every protected path, workspace-relative, in order, without duplicates: .git/hooks (unless
-    `git_hooks` is False), the policy's, `--protect` ones, then RUNNER_PROTECT_DIRS (colon-separated).
+    """Every protected path, workspace-relative, in order, without duplicates: the git paths
+    (GIT_PROTECTED, unless `git_hooks` is False), the policy's, `--protect` ones, then RUNNER_PROTECT_DIRS (colon-separated).
     Raises BadProtectPath for one that is not inside the workspace."""
     env = os.environ if environ is None else environ
-    items = ([GIT_HOOKS] if git_hooks else []) + list(policy_protect) + list(cli)
+    items = (list(GIT_PROTECTED) if git_hooks else []) + list(policy_protect) + list(cli)
     items += [p for p in env.get(ENV_PROTECT, "").split(":") if p.strip()]
     out: list[str] = []
     for p in items:
@@ -86,57 +96,98 @@ def policy_protected_dirs(policy, cli: Iterable[str] = (), environ: dict[str, st
 
 @dataclass(frozen=True)
 class ProtectedMount:
-    rel: str  # as configured
-    host: str  # real host path (symlinks resolved) to bind read-only
+    rel: str  # workspace-relative
+    host: str  # the host path (no link on the way: checked component by component)
     container: str  # where it goes in the sandbox
+    read_only: bool = True  # False: a pin (the directory bound onto itself, so it cannot move)
 
     def to_mount(self):
-        """An executors Mount, read-only (imports the docker backend's config module only now)."""
+        """An executors Mount (imports the docker backend's config module only now). The source
+        is a workspace path: its contents are the sandbox's own, not scanned for sockets."""
         from executors.docker.config import Mount
 
-        return Mount(source=self.host, target=self.container, read_only=True)
+        return Mount(source=self.host, target=self.container, read_only=self.read_only, scan=False)
 
 
 @dataclass(frozen=True)
 class MountPlan:
-    mounts: list[ProtectedMount]
-    missing: list[str]  # protected paths that do not exist (and no mount covers): only path checks guard them
-    outside: list[str]  # paths whose real location is outside the workspace: not reachable anyway
+    mounts: list[ProtectedMount]  # read-only mounts and pins, parents first
+    missing: list[str]  # protected paths that do not exist and were not created: only path checks guard them
+    created: list[str]  # directories made so that they could be mounted read-only
 
 
-def readonly_mounts(host_workspace: str | os.PathLike, container_workspace: str, dirs: Iterable[str]) -> MountPlan:
-    """What to mount read-only on top of the workspace so that `dirs` cannot be written.
+def _link_refused(rel: str, prefix: str) -> UnsafePath:
+    what = "is" if prefix == rel else f"goes through {prefix}, which is"
+    return UnsafePath(f"protected path {rel} {what} a symbolic link: the sandbox could swap it for another. "
+                      "Protect the real path instead, or replace the link by what it points to")
 
-    A protected path that is a symlink is followed: the real directory is protected, at its
-    real place in the sandbox (a link to somewhere inside the workspace protects its target; a
-    link leading out is reported in `outside`, since the sandbox cannot reach it unless mounted).
-    A path inside another protected one needs no mount of its own."""
-    ws = Path(host_workspace).resolve()
+
+def mount_plan(host_workspace: str | os.PathLike, container_workspace: str, dirs: Iterable[str], *,
+               create: Iterable[str] = (), pin: Iterable[str] = (), pins_read_only: bool = False,
+               owner: tuple[int, int] | None = None) -> MountPlan:
+    """What to mount on top of the workspace so that `dirs` can be neither written nor moved.
+
+    Each protected path that exists is bind-mounted read-only; each of its ancestors inside the
+    workspace is bound onto itself (a pin): a mount point cannot be renamed or removed (EBUSY),
+    so `mv src src_x && mkdir -p src/config` cannot put a writable copy where a protected path
+    was. The paths in `pin` (sources of policy mounts in the workspace) are pinned with their
+    ancestors. A protected path in `create` that is missing is made first (mkdir -p, no link
+    followed, owned by `owner`). An ancestor that is a file (a `.git` file of a linked worktree)
+    is mounted read-only itself. Nothing is followed: a link on the way raises UnsafePath."""
+    ws = Path(host_workspace)
     cws = PurePosixPath(container_workspace)
-    mounts: list[ProtectedMount] = []
+    create = {normalise(c) for c in create}
+    uid, gid = owner if owner else (None, None)
+    ro: list[str] = []
+    pins: list[str] = []
     missing: list[str] = []
-    outside: list[str] = []
-    seen: list[Path] = []
+    created: list[str] = []
     for rel in dirs:
-        rel = normalise(rel, ws)
-        real = (ws / rel).resolve()
-        if not real.is_relative_to(ws) or real == ws:
-            outside.append(rel)
-            continue
-        if not os.path.lexists(ws / rel) or not real.exists():
-            missing.append(rel)
-            continue
-        seen.append(real)
-        mounts.append(ProtectedMount(rel, str(real), str(cws / real.relative_to(ws).as_posix())))
-    # Drop mounts nested inside another protected mount (the outer one already covers them).
-    keep = [m for m in mounts if not any(Path(m.host) != s and Path(m.host).is_relative_to(s) for s in seen)]
-    dedup: list[ProtectedMount] = []
-    for m in sorted(keep, key=lambda m: m.container.count("/")):
-        if all(m.host != d.host for d in dedup):
-            dedup.append(m)
-    # A missing path under a mounted one is covered by that mount.
-    missing = [r for r in missing if not any((ws / r).resolve().is_relative_to(s) for s in seen)]
-    return MountPlan(dedup, missing, outside)
+        rel = normalise(rel)
+        if rel in create:
+            try:
+                created += make_dirs(ws, rel, uid, gid)
+            except UnsafePath as e:
+                raise UnsafePath(f"protected path {rel}: {e}") from None
+        names = parts(rel)
+        for i in range(len(names)):
+            prefix = "/".join(names[: i + 1])
+            try:
+                st = os.lstat(ws / prefix)
+            except FileNotFoundError:
+                missing.append(rel)
+                break
+            if stat.S_ISLNK(st.st_mode):
+                raise _link_refused(rel, prefix)
+            if i == len(names) - 1 or not stat.S_ISDIR(st.st_mode):
+                ro.append(prefix)
+                break
+            pins.append(prefix)
+    for rel in pin:
+        names = parts(normalise(rel))
+        for i in range(len(names)):
+            prefix = "/".join(names[: i + 1])
+            try:
+                st = os.lstat(ws / prefix)
+            except FileNotFoundError:
+                raise UnsafePath(f"mount source {rel} does not exist in the workspace ({prefix} is missing)") from None
+            if stat.S_ISLNK(st.st_mode):
+                raise UnsafePath(f"mount source {rel}: {prefix} is a symbolic link: the controller does not follow "
+                                 "links in the workspace (an earlier sandbox may have planted it)")
+            pins.append(prefix)
+            if not stat.S_ISDIR(st.st_mode):
+                break
+
+    def under(p: str, q: str) -> bool:
+        return p == q or p.startswith(q + "/")
+
+    ro = list(dict.fromkeys(r for r in ro if not any(r != o and under(r, o) for o in ro)))
+    pins = list(dict.fromkeys(p for p in pins if not any(under(p, o) for o in ro)))
+    mounts = [ProtectedMount(r, str(ws / r), str(cws / r)) for r in ro]
+    mounts += [ProtectedMount(p, str(ws / p), str(cws / p), read_only=pins_read_only) for p in pins]
+    mounts.sort(key=lambda m: (m.rel.count("/"), m.rel))
+    missing = [r for r in dict.fromkeys(missing) if not any(under(r, o) for o in ro)]
+    return MountPlan(mounts, missing, created)
 
 
 class Guard:
@@ -149,7 +200,7 @@ class Guard:
         self._places: list[tuple[str, Path]] = []
         for d in self.dirs:
             lexical = self.workspace / d
-            for place in (lexical, lexical.resolve()):
+            for place in (lexical, Path(os.path.realpath(lexical))):
                 if (d, place) not in self._places:
                     self._places.append((d, place))
 
@@ -160,7 +211,9 @@ class Guard:
         if not p.is_absolute():
             p = self.workspace / p
         lexical = Path(os.path.normpath(p))
-        real = p.resolve()  # follows every symlink that exists, including the last component
+        # Follows every symlink that exists, including the last component; only names are read
+        # (readlink), never a file; a loop or a long chain ends the walk without raising.
+        real = Path(os.path.realpath(p))
         for name, place in self._places:
             for cand in (lexical, real):
                 if cand == place or cand.is_relative_to(place):

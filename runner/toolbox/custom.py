@@ -139,13 +139,21 @@ def classify(path: str) -> str | None:
         head = _head(path)
     except OSError:
         return None
+    return classify_head(name, head, os.access(path, os.X_OK))
+
+
+def classify_head(name: str, head: bytes, executable: bool) -> str | None:
+    """classify() from what is already known of a file: its name, its first bytes, its x bit
+    (the controller reads these itself, without following links, and calls this)."""
+    if name.startswith(".") or name.endswith(".md"):
+        return None
     if b"TOOL_ACTION" in head:
         return "script"
     if name.endswith(".lua"):
         return "lua"
     if name.endswith(".mjs") and b"export" in head:
         return "module"
-    if os.access(path, os.X_OK):
+    if executable:
         return "exe"
     return None
 

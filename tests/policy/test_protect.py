@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from runner.policy import Policy
-from runner.policy.protect import (BadProtectPath, Guard, ProtectedPath, check_writable, policy_protected_dirs,
-                                   protected_dirs, readonly_mounts)
+from runner.policy.protect import (GIT_PROTECTED, BadProtectPath, Guard, ProtectedPath, check_writable,
+                                   mount_plan, policy_protected_dirs, protected_dirs)
+from runner.wspath import UnsafePath
 
 
 @pytest.fixture
@@ -25,7 +26,7 @@ def ws(tmp_path) -> Path:
 
 def test_sources_in_order_without_duplicates(ws):
     dirs = protected_dirs(["secrets", "./a//b/"], ["cli", "secrets"], {"RUNNER_PROTECT_DIRS": "env1::env2/x:cli"})
-    assert dirs == [".git/hooks", "secrets", "a/b", "cli", "env1", "env2/x"]
+    assert dirs == [*GIT_PROTECTED, "secrets", "a/b", "cli", "env1", "env2/x"]
     assert protected_dirs([], environ={}, git_hooks=False) == []
 
 
@@ -35,7 +36,7 @@ def test_policy_helper(ws):
 
 
 def test_absolute_only_inside_workspace(ws):
-    assert protected_dirs([], [str(ws / "secrets")], {}, workspace=ws) == [".git/hooks", "secrets"]
+    assert protected_dirs([], [str(ws / "secrets")], {}, workspace=ws) == [*GIT_PROTECTED, "secrets"]
     for bad in ("/etc", "../x", str(ws), ""):
         with pytest.raises(BadProtectPath):
             protected_dirs([], [bad], {}, workspace=ws)
@@ -43,43 +44,63 @@ def test_absolute_only_inside_workspace(ws):
         protected_dirs([], ["/etc"], {})
 
 
-def test_readonly_mounts(ws):
-    plan = readonly_mounts(ws, "/workspace", [".git/hooks", "secrets", "secrets/inner", "nothere"])
-    assert sorted((m.rel, m.container) for m in plan.mounts) == [(".git/hooks", "/workspace/.git/hooks"),
-                                                                ("secrets", "/workspace/secrets")]
-    assert {m.host for m in plan.mounts} == {str((ws / ".git" / "hooks").resolve()), str((ws / "secrets").resolve())}
+def test_mount_plan(ws):
+    plan = mount_plan(ws, "/workspace", [".git/hooks", "secrets", "secrets/inner", "nothere"])
+    assert [(m.rel, m.container, m.read_only) for m in plan.mounts] == [
+        (".git", "/workspace/.git", False), ("secrets", "/workspace/secrets", True),
+        (".git/hooks", "/workspace/.git/hooks", True)]
+    assert {m.host for m in plan.mounts} == {str(ws / ".git"), str(ws / ".git" / "hooks"), str(ws / "secrets")}
     assert plan.missing == ["nothere"]  # secrets/inner is covered by the secrets mount
-    assert plan.outside == []
+    assert plan.created == []
 
 
 def test_nested_protected_dir_needs_no_mount(ws):
     (ws / "secrets" / "inner").mkdir()
-    plan = readonly_mounts(ws, "/workspace", ["secrets/inner", "secrets"])
+    plan = mount_plan(ws, "/workspace", ["secrets/inner", "secrets"])
     assert [m.rel for m in plan.mounts] == ["secrets"]
 
 
-def test_symlinked_protected_dir_protects_its_target(ws, tmp_path):
+def test_ancestors_are_pinned_and_missing_ones_made(ws):
+    plan = mount_plan(ws, "/workspace", ["src/deep/config"], create=["src/deep/config"], owner=(os.getuid(), os.getgid()))
+    assert plan.created == ["src/deep", "src/deep/config"] and (ws / "src" / "deep" / "config").is_dir()
+    assert [(m.rel, m.read_only) for m in plan.mounts] == [("src", False), ("src/deep", False),
+                                                           ("src/deep/config", True)]
+    assert all(not m.read_only for m in mount_plan(ws, "/w", [], pin=["src/deep"]).mounts)
+    assert all(m.read_only for m in mount_plan(ws, "/w", [], pin=["src/deep"], pins_read_only=True).mounts)
+
+
+def test_a_file_on_the_way_is_mounted_read_only_itself(tmp_path):
+    (tmp_path / ".git").write_text("gitdir: /elsewhere/.git/worktrees/w\n")  # a linked worktree
+    plan = mount_plan(tmp_path, "/workspace", [".git/hooks", ".git/config"])
+    assert [(m.rel, m.read_only) for m in plan.mounts] == [(".git", True)]
+
+
+def test_links_are_refused_never_followed(ws, tmp_path):
     (ws / "real").mkdir()
     (ws / "link").symlink_to("real")
     (ws / "out").symlink_to(tmp_path)
-    plan = readonly_mounts(ws, "/workspace", ["link", "out"])
-    assert [(m.rel, m.container) for m in plan.mounts] == [("link", "/workspace/real")]
-    assert plan.outside == ["out"]
+    (ws / "loop").symlink_to("loop")
+    for rel, says in (("link", "link is a symbolic link"), ("out/x", "out is a symbolic link"), ("loop/x", "loop")):
+        with pytest.raises(UnsafePath, match=says):
+            mount_plan(ws, "/workspace", [rel], create=[rel])
+    with pytest.raises(UnsafePath, match="mount source link: link is a symbolic link"):
+        mount_plan(ws, "/workspace", [], pin=["link"])
+    assert not (tmp_path / "x").exists()
 
 
-def test_to_mount_is_read_only(ws):
-    m = readonly_mounts(ws, "/workspace", ["secrets"]).mounts[0].to_mount()
-    assert m.read_only and m.target == "/workspace/secrets" and m.source == str((ws / "secrets").resolve())
+def test_to_mount_is_read_only_and_not_scanned(ws):
+    m = mount_plan(ws, "/workspace", ["secrets"]).mounts[0].to_mount()
+    assert m.read_only and m.target == "/workspace/secrets" and m.source == str(ws / "secrets") and not m.scan
 
 
 def test_check_writable_plain(ws):
-    g = Guard(ws, [".git/hooks", "secrets"])
+    g = Guard(ws, [*GIT_PROTECTED, "secrets"])
     g.check_writable("src/a.py")
     g.check_writable(ws / "new.txt")
-    g.check_writable(".git/config")  # only hooks are protected
+    g.check_writable(".git/description")  # only what makes git run programs is protected
     with pytest.raises(ProtectedPath, match=r"^path is in a protected directory: \.git/hooks/pre-commit$"):
         g.check_writable(".git/hooks/pre-commit")
-    for p in (".git/hooks", ".git/hooks/new-hook", "secrets/k", str(ws / "secrets" / "deep" / "x"),
+    for p in (".git/hooks", ".git/hooks/new-hook", ".git/config", ".git/commondir", "secrets/k", str(ws / "secrets" / "deep" / "x"),
               "src/../secrets/k", "./secrets//k"):
         with pytest.raises(ProtectedPath):
             g.check_writable(p)
@@ -130,3 +151,40 @@ def test_module_function(ws):
     check_writable("src/a.py", ws, ["secrets"])
     with pytest.raises(ProtectedPath):
         check_writable("secrets/k", ws, ["secrets"])
+
+
+@pytest.mark.parametrize("shape", ["loop", "chain", "dangling", "fifo", "socket"])
+def test_any_workspace_shape_is_an_answer_never_a_crash(tmp_path, shape):
+    import socket
+
+    ws = tmp_path / "ws"
+    (ws / "secrets").mkdir(parents=True)
+    p = ws / "x"
+    if shape == "loop":
+        p.symlink_to("x")
+    elif shape == "chain":
+        for i in range(100):
+            (ws / f"l{i}").symlink_to(f"l{i + 1}")
+        (ws / "l100").symlink_to("secrets/k")
+        p.symlink_to("l0")
+    elif shape == "dangling":
+        p.symlink_to("nowhere/at/all")
+    elif shape == "fifo":
+        os.mkfifo(p)
+    else:
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(p))
+        s.close()
+    g = Guard(ws, ["secrets"])
+    if shape == "chain":
+        with pytest.raises(ProtectedPath):
+            g.check_writable("x")
+    else:
+        g.check_writable("x")
+        g.check_writable("x/deeper")
+
+
+def test_a_link_on_the_way_is_named(ws, tmp_path):
+    (ws / "out").symlink_to(tmp_path)
+    with pytest.raises(UnsafePath, match="protected path out/x goes through out, which is a symbolic link"):
+        mount_plan(ws, "/workspace", ["out/x"])
