@@ -64,11 +64,20 @@ def git_commit(ctx: Ctx, args: dict):
     return _git(ctx, "commit", _identity(ctx) + ["commit", "-m", msg])
 
 
+def _words(op: str, args: dict) -> list:
+    """[remote] or [remote, branch]; a word starting with '-' is refused: git would take it for an
+    option, and `--upload-pack=`, `--receive-pack=` or `--exec=` run a program (git pull hands
+    them to fetch past any `--`, so refusing is the only defence there)."""
+    words = [args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
+    for key, w in zip(("remote", "branch"), words):
+        if not isinstance(w, str) or w.startswith("-"):
+            raise ToolError(f"git_{op} error: {key} {w!r} must not start with '-' (git would read it as an option)")
+    return words
+
+
 def git_push(ctx: Ctx, args: dict):
-    argv = ["push", args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
-    return _git(ctx, "push", argv)
+    return _git(ctx, "push", ["push", "--end-of-options", *_words("push", args)])
 
 
 def git_pull(ctx: Ctx, args: dict):
-    argv = ["pull", "--no-rebase", args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
-    return _git(ctx, "pull", _identity(ctx) + argv)
+    return _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *_words("pull", args)])
