@@ -133,6 +133,8 @@ class Features(Strict):
     bash: bool = Field(default=True, description="bash, exec, process")
     network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search")
     writes: bool = Field(default=True, description="write, edit, apply_patch and git's writing tools")
+    custom_tools: bool | None = Field(default=None, description="custom tools (they run programs); null: on "
+                                      "exactly when bash is, true: on even with bash off, false: off")
 
 
 class SandboxPolicy(Strict):
@@ -391,17 +393,40 @@ class Policy(Strict):
             out.append(self.warning)
         return out
 
-    def tool_gate(self, tool: str, preset_tools: set[str] | frozenset[str]) -> str | None:
+    def tool_gate(self, tool: str, preset_tools: set[str] | frozenset[str], *, custom: bool = False) -> str | None:
         """Why `tool` is refused (a message), or None when this policy allows it.
-        `preset_tools`: the names in this policy's preset, from the tool registry."""
+        `preset_tools`: the names in this policy's preset, from the tool registry. `custom`: a
+        custom tool, which runs a program: it follows features.custom_tools (by default
+        features.bash) and comes with the presets that run commands (those holding bash), else
+        it must be named in tools.allow."""
         if tool in self.tools.deny:
             return f"tool {tool} is denied by the policy {self.name} (tools.deny)"
+        if custom:
+            why = self.custom_tools_gate()
+            if why:
+                return f"custom tool {tool} is switched off: {why}"
+            if tool in self.tools.allow or "bash" in preset_tools:
+                return None
+            return (f"custom tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
+                    "commands): name it in tools.allow")
         for gate, names in GATED_TOOLS.items():
             if tool in names and not getattr(self.features, gate):
                 return f"tool {tool} is switched off by the policy {self.name} (features.{gate}: false)"
         if tool in self.tools.allow or tool in preset_tools:
             return None
         return f"tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset})"
+
+    def custom_tools_gate(self) -> str | None:
+        """Why this policy switches every custom tool off (a message), or None. A custom tool runs
+        a program in the sandbox, like bash: without features.custom_tools it follows features.bash."""
+        if not self.tools.custom:
+            return f"the policy {self.name} loads no custom tools (tools.custom: false)"
+        if self.features.custom_tools is False:
+            return f"the policy {self.name} switches custom tools off (features.custom_tools: false)"
+        if self.features.custom_tools is None and not self.features.bash:
+            return (f"custom tools run programs, and the policy {self.name} switches command execution off "
+                    "(features.bash: false); set features.custom_tools: true to allow custom tools without bash")
+        return None
 
     def dump(self) -> dict[str, Any]:
         """A JSON-able dict: sizes as '512m', secrets as their sources (never values)."""

@@ -1,0 +1,118 @@
+"""The policy's gates hold for every tool, built-in or custom (one guard pipeline), and the git
+tools never read an argument as an option. Real docker sandboxes throughout."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from runner import Runner
+from runner.policy import load
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+RUN_TOOL = "#!/bin/sh\necho ran > ran.marker\necho \"ran with $*\"\n"
+
+
+def workspace_with_run_tool(tmp_path):
+    """A workspace holding tools/run: an executable that leaves ran.marker when it runs (its
+    description comes from run.md, so describing it never runs it)."""
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "tools" / "run").write_text(RUN_TOOL)
+    (ws / "tools" / "run").chmod(0o755)
+    (ws / "tools" / "run.md").write_text("---\ndescription: runs a command\n---\n")
+    return ws
+
+
+def git_workspace(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    subprocess.run(["git", "init", "-q", str(ws)], check=True)
+    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@localhost", "commit", "-q",
+                    "--allow-empty", "-m", "start"], check=True)
+    subprocess.run(["git", "-C", str(ws), "config", "push.default", "current"], check=True)
+    return ws
+
+
+def runner(ws, **overrides):
+    return Runner(workspace=ws, policy=load("default").effective(overrides={"sandbox.executor": "docker",
+                                                                             **overrides}))
+
+
+def test_custom_tools_are_switched_off_with_bash(tmp_path):
+    ws = workspace_with_run_tool(tmp_path)
+    with runner(ws, **{"features.bash": False, "features.writes": False}) as r:
+        res = r.call("run", {"args": "id"})
+        assert res.is_error and res.meta["error_type"] == "gated", res.text
+        assert "features.bash: false" in res.text and "features.custom_tools" in res.text
+        assert "run" not in {s.name for s in r.tools()}
+    assert not (ws / "ran.marker").exists()
+
+
+def test_custom_tools_without_bash_when_the_policy_says_so(tmp_path):
+    ws = workspace_with_run_tool(tmp_path)
+    with runner(ws, **{"features.bash": False, "features.custom_tools": True}) as r:
+        assert "run" in {s.name for s in r.tools()}
+        res = r.call("run", {"args": "x"})
+        assert not res.is_error and res.text.strip() == "ran with x", res.text
+        assert r.call("bash", {"command": "true"}).meta["error_type"] == "gated"
+    assert (ws / "ran.marker").exists()
+
+
+def test_custom_tools_follow_the_preset_and_the_allow_list(tmp_path):
+    ws = workspace_with_run_tool(tmp_path)
+    with runner(ws, **{"tools.preset": "readonly"}) as r:
+        res = r.call("run", {})
+        assert res.is_error and "not allowed by the policy" in res.text and "preset readonly" in res.text
+        assert "run" not in {s.name for s in r.tools()}
+    assert not (ws / "ran.marker").exists()
+    with runner(ws, **{"tools.preset": "readonly", "tools.allow": ["run"]}) as r:
+        assert "run" in {s.name for s in r.tools()}
+        assert not r.call("run", {}).is_error
+    assert (ws / "ran.marker").exists()
+
+
+@pytest.mark.parametrize("tool", ["run", "ls"])
+def test_rate_limit_and_approval_hold_for_custom_and_builtin_alike(tmp_path, tool):
+    ws = workspace_with_run_tool(tmp_path)
+    with runner(ws, **{"rate_limits.tools": {tool: {"capacity": 1, "refill_per_second": 0.001}}}) as r:
+        assert not r.call(tool, {}).is_error
+        res = r.call(tool, {})
+        assert res.is_error and res.text.startswith(f"rate limit: {tool} allows") and res.meta["retry_after"] > 0
+    with runner(ws, **{"tools.deny": [tool]}) as r:
+        res = r.call(tool, {})
+        assert res.is_error and "tools.deny" in res.text and res.meta["error_type"] == "gated"
+
+
+PWN = "touch /workspace/PWNED; false"
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("git_pull", {"remote": f"--upload-pack={PWN}", "branch": "."}),
+    ("git_pull", {"remote": ".", "branch": f"--upload-pack={PWN}"}),
+    ("git_push", {"remote": f"--receive-pack={PWN}", "branch": "."}),
+    ("git_push", {"remote": f"--exec={PWN}", "branch": "."}),
+    ("git_push", {"remote": ".", "branch": f"--receive-pack={PWN}"}),
+])
+def test_git_arguments_are_never_read_as_options(tmp_path, tool, args):
+    ws = git_workspace(tmp_path)
+    with runner(ws, **{"tools.preset": "all", "features.bash": False}) as r:
+        assert not r.call("write", {"path": "a.txt", "content": "a\n"}).is_error
+        res = r.call(tool, args)
+        assert res.is_error and "must not start with '-'" in res.text, res.text
+        assert res.meta["error_type"] == "validation"
+    assert not (ws / "PWNED").exists()
+
+
+def test_git_paths_that_look_like_options_are_paths(tmp_path):
+    ws = git_workspace(tmp_path)
+    with runner(ws, **{"tools.preset": "all"}) as r:
+        for name in ("--output=/workspace/PWNED", "-p"):
+            assert not r.call("write", {"path": name, "content": "x\n"}).is_error
+        added = r.call("git_add", {"files": ["--output=/workspace/PWNED", "-p"]})
+        assert not added.is_error, added.text
+        assert not r.call("git_diff", {"staged": True, "path": "--output=/workspace/PWNED"}).is_error
+        status = r.call("git_status", {}).text
+        assert "A  --output=/workspace/PWNED" in status and "A  -p" in status
+    assert not (ws / "PWNED").exists()
