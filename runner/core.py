@@ -96,7 +96,11 @@ class Runner:
 
     # -- lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> "Runner":
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # an interrupt or a failure half-way: __exit__ will not run
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
