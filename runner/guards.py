@@ -4,7 +4,7 @@
 
 In order (the first refusal wins, later steps never run):
 
-    gate → args size → schema validation → rate limit → approval → protected paths → quota
+    gate → args size and depth → schema validation → rate limit → approval → protected paths → quota
 
 Each step is a small function `step(ctx, call) -> None` that raises `Refusal`; `validate`
 replaces `call.args` with the canonical arguments. The steps read the Runner's state only through
@@ -80,11 +80,17 @@ def gate(ctx: Context, call: Call) -> None:
 
 
 def args_size(ctx: Context, call: Call) -> None:
-    """Arguments bigger than ARGS_MAX_BYTES are refused before anything walks them twice."""
+    """Arguments bigger than ARGS_MAX_BYTES, or nested deeper than boundedjson.MAX_DEPTH (the
+    validation, redaction and audit after this step walk them), are refused first."""
+    from .boundedjson import MAX_DEPTH, depth
+
     size = measure(call.args, stop_after=ARGS_MAX_BYTES)
     if size > ARGS_MAX_BYTES:
         raise Refusal(f"arguments of {call.tool} are over runner's limit of {ARGS_MAX_BYTES} bytes: send the data "
                       "in parts (write, then edit to append)", error_type="validation")
+    if depth(call.args, stop_after=MAX_DEPTH) > MAX_DEPTH:
+        raise Refusal(f"arguments of {call.tool} are nested more than {MAX_DEPTH} levels deep",
+                      error_type="validation")
 
 
 def validate(ctx: Context, call: Call) -> None:

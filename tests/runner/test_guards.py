@@ -87,7 +87,13 @@ def test_args_size_refuses_big_arguments_at_any_depth(tmp_path):
     deep: list = []
     for _ in range(200_000):  # far past Python's recursion limit
         deep = [deep]
-    guards.args_size(ctx, call("echo", deep))
+    r = refusal(guards.args_size, ctx, call("echo", {"text": deep}))
+    assert r.error_type == "validation" and "nested more than 64 levels" in str(r)
+    ok: list = []
+    for _ in range(62):
+        ok = [ok]
+    guards.args_size(ctx, call("echo", {"text": ok}))  # 64 levels: the object, then 63 lists
+    assert "nested" in str(refusal(guards.args_size, ctx, call("echo", {"text": [ok]})))
 
 
 def test_measure_counts_strings_and_stops_early():

@@ -116,3 +116,15 @@ def test_git_paths_that_look_like_options_are_paths(tmp_path):
         status = r.call("git_status", {}).text
         assert "A  --output=/workspace/PWNED" in status and "A  -p" in status
     assert not (ws / "PWNED").exists()
+
+
+def test_deeply_nested_arguments_are_an_error_result_not_a_crash(tmp_path):
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with runner(ws, **{"tools.preset": "all"}) as r:
+        res = r.call("echo", {"text": deep})
+        assert res.is_error and res.meta["error_type"] == "validation" and "nested" in res.text
+        assert r.call("echo", {"text": "still here"}).text == "still here"
