@@ -234,10 +234,12 @@ def gc(
     """Remove runner's containers whose owner is gone or whose expiry has passed."""
     from .maintenance import gc as do_gc
 
+    from .printable import printable
+
     removed = guarded(do_gc, host, dry_run)
     verb = "would remove" if dry_run else "removed"
-    for cid, name, reason in removed:
-        typer.echo(f"{verb} {cid} ({name}): {reason}")
+    for cid, name, reason in removed:  # labels may hold a caller's session name
+        typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
     typer.echo(f"{verb} {len(removed)} container(s)")
 
 
@@ -246,10 +248,12 @@ def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine
     """Check the engine, images and runtimes, and say what to fix."""
     from .maintenance import doctor as do_doctor
 
+    from .printable import printable
+
     ok = True
     for status, what, detail in guarded(do_doctor, host):
         ok &= status != "FAIL"
-        typer.echo(f"[{status:4}] {what}: {detail}")
+        typer.echo(printable(f"[{status:4}] {what}: {detail}"))
     raise typer.Exit(0 if ok else 1)
 
 
