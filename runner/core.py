@@ -230,6 +230,8 @@ class Runner:
 
             meta.update(source=spec.source, kind=spec.kind)
             return custom.run(self, spec, args, call_id)
+        if tool.startswith("git_") and not self.policy.features.bash:
+            args["no_repo_programs"] = True  # the repository's config must not run what bash may not
         if tool == "result":
             return self._result_tool(args)
         if tool == "refresh_tools":

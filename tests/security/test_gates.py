@@ -128,3 +128,57 @@ def test_deeply_nested_arguments_are_an_error_result_not_a_crash(tmp_path):
         res = r.call("echo", {"text": deep})
         assert res.is_error and res.meta["error_type"] == "validation" and "nested" in res.text
         assert r.call("echo", {"text": "still here"}).text == "still here"
+
+
+HOSTILE_GIT_CONFIG = """[core]
+\trepositoryformatversion = 0
+\tbare = false
+\tfsmonitor = "touch /workspace/PWNED-fsmonitor; false"
+\thooksPath = hk
+\tpager = "touch /workspace/PWNED-pager; cat"
+[filter "x"]
+\tclean = "touch /workspace/PWNED-clean; cat"
+\tsmudge = "touch /workspace/PWNED-smudge; cat"
+[diff "x"]
+\ttextconv = "touch /workspace/PWNED-textconv; cat"
+\tcommand = "touch /workspace/PWNED-diffcmd; true"
+[diff]
+\texternal = "touch /workspace/PWNED-external; true"
+[commit]
+\tgpgSign = true
+[gpg]
+\tprogram = hk/pre-commit
+[remote "origin"]
+\turl = .
+\tuploadpack = "touch /workspace/PWNED-uploadpack; false"
+\treceivepack = "touch /workspace/PWNED-receivepack; false"
+\tfetch = +refs/heads/*:refs/remotes/origin/*
+[include]
+\tpath = more.cfg
+"""
+
+
+def test_repository_config_runs_no_program_when_bash_is_off(tmp_path):
+    """The write tool (or a hostile workspace) sets .git/config; with command execution off the
+    git tools still work and run none of the programs it names."""
+    ws = git_workspace(tmp_path)
+    (ws / "hk").mkdir()
+    (ws / "hk" / "pre-commit").write_text("#!/bin/sh\ntouch /workspace/PWNED-hook\n")
+    (ws / "hk" / "pre-commit").chmod(0o755)
+    (ws / "more.cfg").write_text('[merge "x"]\n\tdriver = "touch /workspace/PWNED-merge; false"\n'
+                                 '[credential]\n\thelper = "!touch /workspace/PWNED-credential"\n')
+    with runner(ws, **{"tools.preset": "all", "features.bash": False}) as r:
+        assert not r.call("write", {"path": ".git/config", "content": HOSTILE_GIT_CONFIG}).is_error
+        assert not r.call("write", {"path": ".gitattributes", "content": "*.txt filter=x diff=x merge=x\n"}).is_error
+        assert not r.call("write", {"path": "a.txt", "content": "one\n"}).is_error
+        for tool, args in [("git_status", {}), ("git_add", {"files": ["a.txt", ".gitattributes"]}),
+                           ("git_commit", {"message": "add a"}), ("git_log", {}),
+                           ("git_diff", {"path": "a.txt"}), ("git_diff", {"staged": True}),
+                           ("git_pull", {"remote": "origin", "branch": "master"}),
+                           ("git_push", {"remote": "origin", "branch": "HEAD:refs/heads/other"})]:
+            if tool == "git_diff":
+                r.call("write", {"path": "a.txt", "content": "two\n"})
+            res = r.call(tool, args)
+            assert not res.is_error or tool in ("git_pull", "git_push"), (tool, res.text)
+        assert "add a" in r.call("git_log", {}).text
+    assert sorted(p.name for p in ws.iterdir() if p.name.startswith("PWNED")) == []
