@@ -172,13 +172,18 @@ class Runner:
             return self._custom.tools
 
     def _discover(self):
-        """custom.discover, unless the policy switches custom tools off: then nothing is described
+        """custom.discover, unless the policy allows no custom tool: then nothing is described
         (describing runs each tool's program in the sandbox)."""
         from . import custom
 
-        if self.policy.custom_tools_gate():
+        if self._custom_off():
             return custom.Catalog()
         return custom.discover(self)
+
+    def _custom_off(self) -> str | None:
+        from .schemas import registry
+
+        return self.policy.custom_tools_gate(registry.preset(self.policy.tools.preset))
 
     def custom_errors(self) -> list[dict]:
         """The custom tools that were skipped, each with its place, path and the reason."""
@@ -264,7 +269,7 @@ class Runner:
 
     def _unknown(self, tool: Any) -> ToolResult:
         names = ", ".join(s.name for s in self.tools())
-        off = self.policy.custom_tools_gate()
+        off = self._custom_off()
         if off:  # it may be a custom tool that was never loaded
             return ToolResult.error(f"unknown tool: {str(tool)[:100]}; it is no built-in, and {off}. Tools that "
                                     f"exist here: {names}", error_type="gated")

@@ -416,9 +416,15 @@ class Policy(Strict):
             return None
         return f"tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset})"
 
-    def custom_tools_gate(self) -> str | None:
+    def custom_tools_gate(self, preset_tools: set[str] | frozenset[str] | None = None) -> str | None:
         """Why this policy switches every custom tool off (a message), or None. A custom tool runs
-        a program in the sandbox, like bash: without features.custom_tools it follows features.bash."""
+        a program in the sandbox, like bash: without features.custom_tools it follows features.bash.
+        With `preset_tools`, also when no custom tool could be allowed: the preset runs no commands
+        and tools.allow names no tool that could be a custom one."""
+        if preset_tools is not None and "bash" not in preset_tools and not any(
+                self.tools.allow_shadowing or t not in _builtin_names() for t in self.tools.allow):
+            return (f"custom tools are not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
+                    "commands): name them in tools.allow")
         if not self.tools.custom:
             return f"the policy {self.name} loads no custom tools (tools.custom: false)"
         if self.features.custom_tools is False:
@@ -494,6 +500,12 @@ class Policy(Strict):
             raise PolicyError(_problems_from_validation(e, None, None, "override")) from None
         pol._source = self._source
         return pol
+
+
+def _builtin_names() -> frozenset[str]:
+    from ..schemas.registry import SPECS
+
+    return frozenset(SPECS)
 
 
 class SecretUnavailable(Exception):

@@ -182,3 +182,18 @@ def test_repository_config_runs_no_program_when_bash_is_off(tmp_path):
             assert not res.is_error or tool in ("git_pull", "git_push"), (tool, res.text)
         assert "add a" in r.call("git_log", {}).text
     assert sorted(p.name for p in ws.iterdir() if p.name.startswith("PWNED")) == []
+
+
+@pytest.mark.parametrize("overrides", [{"tools.preset": "readonly"}, {"features.bash": False},
+                                       {"tools.preset": "git", "tools.allow": ["read"]}])
+def test_custom_tools_are_not_even_described_when_none_could_be_called(tmp_path, overrides):
+    """Describing runs a tool's program (`--help` here): a policy that allows no custom tool
+    must not run them that way either."""
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "tools" / "probe").write_text("#!/bin/sh\necho described > described.marker\necho 'Probes'\n")
+    (ws / "tools" / "probe").chmod(0o755)
+    with runner(ws, **overrides) as r:
+        assert "probe" not in {s.name for s in r.tools()}
+        assert r.call("probe", {}).meta["error_type"] == "gated"
+    assert not (ws / "described.marker").exists()
