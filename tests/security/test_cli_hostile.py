@@ -114,14 +114,16 @@ def test_session_and_call_output_is_one_json_line_whatever_a_result_holds(tmp_pa
     assert json.loads(out)["content"] == HOSTILE_TEXT and json.loads(out)["id"] == HOSTILE_TEXT
     p = run("call", "echo", json.dumps({"text": HOSTILE_TEXT}), "--workspace", str(tmp_path), "--policy", policy_all)
     out = p.stdout.decode()
-    assert len(out.splitlines()) == 1 and not any(c in out for c in FORBIDDEN) and json.loads(out)["content"] == HOSTILE_TEXT
+    assert len(out.splitlines()) == 1 and not any(c in out for c in FORBIDDEN)
+    assert json.loads(out)["content"] == HOSTILE_TEXT
 
 
 def test_runner_tools_escapes_what_the_workspace_wrote(tmp_path):
     tools = tmp_path / "tools"
     tools.mkdir()
     (tools / "nice").write_text("#!/bin/sh\necho hi\n")
-    (tools / "nice.md").write_text("---\ndescription: fine\x1b[2J\x1b]0;owned\x07 then\x9b2Kforged\u202e\n---\nguide\x1b[31m\n")
+    (tools / "nice.md").write_text("---\ndescription: fine\x1b[2J\x1b]0;owned\x07 then\x9b2Kforged\u202e\n---\n"
+                                   "guide\x1b[31m\n")
     (tools / "broken").write_text("#!/bin/sh\nprintf 'boom\\033[2J\\033]0;owned\\007\\nrunner: forged line\\n' >&2\n"
                                   "exit 3\n")
     for t in ("nice", "broken"):
