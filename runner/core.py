@@ -3,7 +3,7 @@
     with Runner(executor="docker", workspace=".") as r:
         res = r.call("read", {"path": "a.txt"})
 
-Guardrails, in order: the guard pipeline of runner/guards.py (gate → args size → schema
+Guardrails, in order: the guard pipeline of runner/guards.py (gate → args size and depth → schema
 validation → rate limit → approval → protected paths → quota), the same for built-in and custom
 tools → execute with a timeout → truncate → redact → audit.
 """
