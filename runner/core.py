@@ -122,25 +122,46 @@ class Runner:
         return self
 
     def close(self) -> None:
+        """Remove everything this Runner started. A signal in the middle (KeyboardInterrupt,
+        runner/interrupts.py, which ignores the signals after it) does not cut this short: the
+        step it hit runs again and the others still run; then the interrupt goes on."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._sandbox is not None:
-                self._sandbox.close()
-                self._sandbox = None
-            if self._pool is not None:
-                self._pool.close()
-            if self._egress is not None:  # after every sandbox on its network is gone
-                self._egress.stop()
-            if self._host_exec is not None:
-                self._host_exec.stop()
-            if self._shipped:
-                from . import custom
+            interrupted = None
+            for step in (self._close_sandbox, self._close_pool, self._close_egress, self._close_host,
+                         self._close_shipped, self.store.close, lambda: self.limiter.forget(self.session_id)):
+                try:
+                    step()
+                except KeyboardInterrupt as e:
+                    interrupted = interrupted or e
+                    step()
+            if interrupted is not None:
+                raise interrupted
 
-                custom.unship(self)
-            self.store.close()
-            self.limiter.forget(self.session_id)
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    def _close_egress(self) -> None:
+        if self._egress is not None:  # after every sandbox on its network is gone
+            self._egress.stop()
+
+    def _close_host(self) -> None:
+        if self._host_exec is not None:
+            self._host_exec.stop()
+
+    def _close_shipped(self) -> None:
+        if self._shipped:
+            from . import custom
+
+            custom.unship(self)
 
     def _start_egress(self):
         """Allowlist mode: the session's internal network, egress proxy and host firewall."""

@@ -201,3 +201,35 @@ def test_a_signal_removes_the_sandbox_and_exits_128_plus_its_number(docker_clien
     assert proc.returncode == 128 + sig, err.decode()
     assert b"Traceback" not in err and b"interrupted" in err, err.decode()
     assert _containers(docker_client, proc.pid) == []
+
+
+def test_a_signal_during_close_still_removes_the_sandbox(docker_client, tmp_path, monkeypatch):
+    """SIGTERM lands just as the Runner starts closing its sandbox: the close still removes it,
+    and the interrupt comes out afterwards."""
+    from runner import Runner
+    from runner.interrupts import Interrupted, handled
+    from runner.sandbox import Sandbox
+
+    real_close = Sandbox.close
+    signalled = []
+
+    def close_with_a_signal(self):
+        if not signalled:
+            signalled.append(True)
+            os.kill(os.getpid(), signal.SIGTERM)  # Interrupted is raised here
+        return real_close(self)
+
+    def session_containers(r):
+        return docker_client.api.containers(all=True, filters={"label": f"runner.session={r.session_id}"})
+
+    monkeypatch.setattr(Sandbox, "close", close_with_a_signal)
+    try:
+        with pytest.raises(Interrupted):
+            with handled():
+                with Runner(workspace=tmp_path) as r:
+                    assert not r.call("ls", {}).is_error
+                    assert session_containers(r)
+        assert signalled and session_containers(r) == []
+    finally:
+        for c in session_containers(r):  # what the unfixed close left
+            docker_client.api.remove_container(c["Id"], force=True)
