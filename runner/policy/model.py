@@ -20,7 +20,7 @@ from executors.models import Limits, parse_size
 # Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
 GATED_TOOLS: dict[str, frozenset[str]] = {
     "bash": frozenset({"bash", "exec", "process"}),
-    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search"}),
+    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search", "git_push", "git_pull"}),
     "writes": frozenset({"write", "edit", "apply_patch", "git_add", "git_commit", "git_push", "git_pull"}),
 }
 TOOL_PRESETS = ("coding", "readonly", "web", "git", "all", "none")
@@ -131,7 +131,7 @@ class Features(Strict):
     """Gates that switch whole families of tools off, whatever the preset says."""
 
     bash: bool = Field(default=True, description="bash, exec, process")
-    network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search")
+    network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search, git_push, git_pull")
     writes: bool = Field(default=True, description="write, edit, apply_patch and git's writing tools")
     custom_tools: bool | None = Field(default=None, description="custom tools (they run programs); null: on "
                                       "exactly when bash is, true: on even with bash off, false: off")

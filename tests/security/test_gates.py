@@ -197,3 +197,18 @@ def test_custom_tools_are_not_even_described_when_none_could_be_called(tmp_path,
         assert "probe" not in {s.name for s in r.tools()}
         assert r.call("probe", {}).meta["error_type"] == "gated"
     assert not (ws / "described.marker").exists()
+
+
+def test_every_builtin_that_writes_or_reaches_the_network_is_under_its_gate():
+    """The gate map covers the registry: a tool whose spec writes is off with features.writes:
+    false, one that reaches the network is off with features.network_tools: false (git_push and
+    git_pull were not)."""
+    from runner.schemas import registry
+
+    everything = registry.preset("all")
+    for gate, flag in (("writes", "writes"), ("network_tools", "network")):
+        pol = load("default").effective(overrides={"tools.preset": "all", f"features.{gate}": False})
+        for spec in registry.all_specs():
+            why = pol.tool_gate(spec.name, everything)
+            if getattr(spec, flag):
+                assert why and f"features.{gate}: false" in why, spec.name
