@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .printable import json_text, printable
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
@@ -126,7 +128,7 @@ class AuditLog:
         }
         if status == "error" and error:
             rec["error"] = _cut(self.redactor.redact(error[:_SHRINK_STR]))
-        self._append(json.dumps(rec, ensure_ascii=False) + "\n")
+        self._append(json_text(rec) + "\n")  # one line whatever a field holds (U+2028, NEL …)
         return rec
 
     def record_result(self, *, call_id: str, tool: str, args: Any, result, session: str | None = None,
@@ -196,11 +198,13 @@ class AuditLog:
 
     @staticmethod
     def _read(path: Path) -> Iterator[dict]:
+        from .boundedjson import loads
+
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 for line in f:
                     try:
-                        rec = json.loads(line)
+                        rec = loads(line)
                     except ValueError:
                         continue  # a torn line (a crash mid-write) is skipped, not fatal
                     if isinstance(rec, dict):
@@ -234,10 +238,11 @@ class AuditLog:
 
 
 def format_record(rec: dict) -> str:
-    """One line for `runner audit tail`: time, session/call, tool, status, duration, bytes, args."""
+    """One line for `runner audit tail`: time, session/call, tool, status, duration, bytes, args.
+    Every field is escaped: call ids, tool names and previews come from calls."""
     status = rec.get("status", "?")
     if status == "error":
         status = f"error:{rec.get('error_type') or '?'}"
-    who = "/".join(x for x in (rec.get("tenant"), rec.get("session"), rec.get("call_id")) if x)
-    return (f"{rec.get('ts', '?')}  {who}  {rec.get('tool', '?')}  {status}  {rec.get('duration_ms', 0)}ms  "
-            f"{rec.get('output_bytes', 0)}B  {rec.get('args', '')}")
+    who = "/".join(str(x) for x in (rec.get("tenant"), rec.get("session"), rec.get("call_id")) if x)
+    return printable(f"{rec.get('ts', '?')}  {who}  {rec.get('tool', '?')}  {status}  {rec.get('duration_ms', 0)}ms  "
+                     f"{rec.get('output_bytes', 0)}B  {rec.get('args', '')}")

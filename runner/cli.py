@@ -23,7 +23,9 @@ app.add_typer(audit_app, name="audit")
 
 
 def fail(message: str, code: int = 1) -> "typer.Exit":
-    typer.echo(f"runner: {message}", err=True)
+    from .printable import printable
+
+    typer.echo(printable(f"runner: {message}"), err=True)
     return typer.Exit(code)
 
 
@@ -34,17 +36,19 @@ def guarded(fn, *args, **kw):
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
+    from .interrupts import handled
 
     try:
-        return fn(*args, **kw)
+        with handled():  # SIGINT, SIGTERM, SIGHUP: clean up, then exit 128 + the signal's number
+            return fn(*args, **kw)
     except UsageError as e:
         raise fail(str(e), 2) from None
     except InvalidConfig as e:
         raise fail(str(e), 2) from None
     except (ExecutorError, RunnerError) as e:
         raise fail(str(e), getattr(e, "exit_code", 1)) from None
-    except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None
+    except KeyboardInterrupt as e:  # Interrupted, or a plain Ctrl-C outside handled()
+        raise fail(str(e) if e.args else "interrupted", getattr(e, "exit_code", 130)) from None
     except Exception as e:  # a policy or docker API error, or a bug: still one line, never a traceback
         loader = sys.modules.get("runner.policy.loader")  # loaded only by commands that read policies
         if loader is not None and isinstance(e, loader.PolicyError):
@@ -143,10 +147,11 @@ def policy_show(
 def policy_check(file: str = typer.Argument(..., help="policy YAML file or preset name")):
     """Exit 0 if the policy is valid; otherwise print each problem as FILE:LINE: path: message."""
     from .policy import check
+    from .printable import printable
 
     problems = guarded(check, file)
     for p in problems:
-        typer.echo(p, err=True)
+        typer.echo(printable(p), err=True)
     if not problems:
         typer.echo(f"{file}: ok")
     raise typer.Exit(1 if problems else 0)
@@ -156,26 +161,24 @@ def policy_check(file: str = typer.Argument(..., help="policy YAML file or prese
 def audit_tail(n: int = typer.Option(20, "-n", help="how many records"),
                json_out: bool = typer.Option(False, "--json", help="raw JSON lines")):
     """The newest records of the audit log."""
-    import json
-
     from .audit import AuditLog, format_record
+    from .printable import json_text
 
     for rec in guarded(lambda: AuditLog().tail(n)):
-        typer.echo(json.dumps(rec, ensure_ascii=False) if json_out else format_record(rec))
+        typer.echo(json_text(rec) if json_out else format_record(rec))
 
 
 @audit_app.command("show")
 def audit_show(call_id: str = typer.Argument(..., help="a call id, e.g. c3")):
     """Every record of one call id (ids repeat across sessions: each record names its session)."""
-    import json
-
     from .audit import AuditLog
+    from .printable import json_text
 
     recs = guarded(lambda: AuditLog().show(call_id))
     if not recs:
         raise fail(f"no audit record with call id {call_id}")
     for rec in recs:
-        typer.echo(json.dumps(rec, ensure_ascii=False, indent=2))
+        typer.echo(json_text(rec, indent=2))
 
 
 @app.command("host-shell")
@@ -235,10 +238,12 @@ def gc(
     """Remove runner's containers whose owner is gone or whose expiry has passed."""
     from .maintenance import gc as do_gc
 
+    from .printable import printable
+
     removed = guarded(do_gc, host, dry_run)
     verb = "would remove" if dry_run else "removed"
-    for cid, name, reason in removed:
-        typer.echo(f"{verb} {cid} ({name}): {reason}")
+    for cid, name, reason in removed:  # labels may hold a caller's session name
+        typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
     typer.echo(f"{verb} {len(removed)} container(s)")
 
 
@@ -247,10 +252,12 @@ def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine
     """Check the engine, images and runtimes, and say what to fix."""
     from .maintenance import doctor as do_doctor
 
+    from .printable import printable
+
     ok = True
     for status, what, detail in guarded(do_doctor, host):
         ok &= status != "FAIL"
-        typer.echo(f"[{status:4}] {what}: {detail}")
+        typer.echo(printable(f"[{status:4}] {what}: {detail}"))
     raise typer.Exit(0 if ok else 1)
 
 

@@ -3,9 +3,9 @@
     with Runner(executor="docker", workspace=".") as r:
         res = r.call("read", {"path": "a.txt"})
 
-Guardrails, in order: allowlist → schema validation → (rate limit → approval, from the policy)
-→ protected paths (in the agent, and read-only mounts for docker) → execute with a timeout →
-truncate → redact → audit.
+Guardrails, in order: the guard pipeline of runner/guards.py (gate → args size and depth → schema
+validation → rate limit → approval → protected paths → quota), the same for built-in and custom
+tools → execute with a timeout → truncate → redact → audit.
 """
 from __future__ import annotations
 
@@ -23,10 +23,8 @@ from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from .results import ToolResult
 
 STREAMING_TOOLS = {"bash", "exec"}
-WRITING_TOOLS = {"write", "edit", "apply_patch"}
 SANDBOX_WORKSPACE = "/workspace"
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
-ARGS_MAX_BYTES = 32 * 1024 * 1024
 SANDBOX_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -105,7 +103,11 @@ class Runner:
 
     # -- lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> "Runner":
-        self.start()
+        try:
+            self.start()
+        except BaseException:  # an interrupt or a failure half-way: __exit__ will not run
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -127,25 +129,46 @@ class Runner:
         return self
 
     def close(self) -> None:
+        """Remove everything this Runner started. A signal in the middle (KeyboardInterrupt,
+        runner/interrupts.py, which ignores the signals after it) does not cut this short: the
+        step it hit runs again and the others still run; then the interrupt goes on."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._sandbox is not None:
-                self._sandbox.close()
-                self._sandbox = None
-            if self._pool is not None:
-                self._pool.close()
-            if self._egress is not None:  # after every sandbox on its network is gone
-                self._egress.stop()
-            if self._host_exec is not None:
-                self._host_exec.stop()
-            if self._shipped:
-                from . import custom
+            interrupted = None
+            for step in (self._close_sandbox, self._close_pool, self._close_egress, self._close_host,
+                         self._close_shipped, self.store.close, lambda: self.limiter.forget(self.session_id)):
+                try:
+                    step()
+                except KeyboardInterrupt as e:
+                    interrupted = interrupted or e
+                    step()
+            if interrupted is not None:
+                raise interrupted
 
-                custom.unship(self)
-            self.store.close()
-            self.limiter.forget(self.session_id)
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    def _close_egress(self) -> None:
+        if self._egress is not None:  # after every sandbox on its network is gone
+            self._egress.stop()
+
+    def _close_host(self) -> None:
+        if self._host_exec is not None:
+            self._host_exec.stop()
+
+    def _close_shipped(self) -> None:
+        if self._shipped:
+            from . import custom
+
+            custom.unship(self)
 
     def _start_egress(self):
         """Allowlist mode: the session's internal network, egress proxy and host firewall."""
@@ -164,18 +187,31 @@ class Runner:
         from .schemas import registry
 
         preset = registry.preset(self.policy.tools.preset)
-        custom = {n: s for n, s in self.custom_tools().items() if n not in self.policy.tools.deny}
-        return [s for s in registry.all_specs() if s.name not in custom and self.policy.tool_gate(s.name, preset) is None
-                ] + list(custom.values())
+        found = self.custom_tools()
+        custom = [s for n, s in found.items() if self.policy.tool_gate(n, preset, custom=True) is None]
+        return [s for s in registry.all_specs() if s.name not in found and self.policy.tool_gate(s.name, preset) is None
+                ] + custom
 
     def custom_tools(self) -> dict:
         """{name: CustomSpec} of the custom tools found (described in the sandbox once, on first use)."""
-        from . import custom
-
         with self._lock:
             if self._custom is None:
-                self._custom = custom.discover(self)
+                self._custom = self._discover()
             return self._custom.tools
+
+    def _discover(self):
+        """custom.discover, unless the policy allows no custom tool: then nothing is described
+        (describing runs each tool's program in the sandbox)."""
+        from . import custom
+
+        if self._custom_off():
+            return custom.Catalog()
+        return custom.discover(self)
+
+    def _custom_off(self) -> str | None:
+        from .schemas import registry
+
+        return self.policy.custom_tools_gate(registry.preset(self.policy.tools.preset))
 
     def custom_errors(self) -> list[dict]:
         """The custom tools that were skipped, each with its place, path and the reason."""
@@ -187,7 +223,7 @@ class Runner:
         from . import custom
 
         with self._lock:
-            old, self._custom = self._custom, custom.discover(self)
+            old, self._custom = self._custom, self._discover()
             ch = custom.changes(old, self._custom)
             return {**ch, "errors": self.custom_errors(), "report": custom.report(ch, self._custom)}
 
@@ -210,48 +246,25 @@ class Runner:
             return result
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict) -> ToolResult:
-        """allowlist → schema validation → rate limit → approval → protected paths → execute."""
-        from .policy.protect import ProtectedPath
-        from .schemas import registry
+        """The guard pipeline (runner/guards.py), then the tool: custom ones in the sandbox,
+        result and refresh_tools here, host commands over SSH, the rest in the sandbox."""
+        from . import guards
 
-        spec = self.custom_tools().get(tool) if isinstance(tool, str) else None
-        if spec is not None:
+        spec = self._spec(tool)
+        if spec is None:
+            return self._unknown(tool)
+        call = guards.Call(tool, spec, args)
+        refused = guards.check(self._guards(), call)
+        if refused is not None:
+            return refused
+        args = call.args
+        if not call.builtin:
             from . import custom
 
-            return custom.call(self, spec, args, call_id, meta)
-        if not registry.exists(tool):
-            names = ", ".join(s.name for s in self.tools())
-            return ToolResult.error(f"unknown tool: {tool}. Tools that exist here: {names}", error_type="validation")
-        refusal = self.policy.tool_gate(tool, registry.preset(self.policy.tools.preset))
-        if refusal:
-            return ToolResult.error(f"{refusal}; allowed here: {', '.join(s.name for s in self.tools())}",
-                                    error_type="gated")
-        size = _args_size(args)
-        if size > ARGS_MAX_BYTES:
-            return ToolResult.error(f"arguments of {tool} are {size} bytes, over runner's limit of {ARGS_MAX_BYTES} "
-                                    "bytes: send the data in parts (write, then edit to append)", error_type="validation")
-        try:
-            args = registry.validate_args(tool, args)
-        except registry.ToolArgError as e:
-            return ToolResult.error(str(e), error_type="validation")
-        refused = self.limiter.acquire(self.session_id, tool)
-        if refused is not None:
-            return ToolResult.error(str(refused), error_type="gated", retry_after=refused.retry_after)
-        if registry.get(tool).needs_approval:
-            decision = self._approve(tool, args)
-            if not decision.approved:
-                return ToolResult.error(decision.message, error_type="gated")
-        if tool in WRITING_TOOLS:
-            try:
-                for path in registry.written_paths(tool, args):
-                    self.guard.check_writable(self._host_path(path))
-            except ProtectedPath as e:
-                return ToolResult.error(str(e), error_type="gated")
-            except (OSError, ValueError) as e:
-                return ToolResult.error(f"bad path for {tool}: {e}", error_type="validation")
-            over = self._over_quota(len(str(args.get("content") or args.get("patch") or "").encode()))
-            if over:
-                return ToolResult.error(over, error_type="gated")
+            meta.update(source=spec.source, kind=spec.kind)
+            return custom.run(self, spec, args, call_id)
+        if tool.startswith("git_") and not self.policy.features.bash:
+            args["no_repo_programs"] = True  # the repository's config must not run what bash may not
         if tool == "result":
             return self._result_tool(args)
         if tool == "refresh_tools":
@@ -269,6 +282,35 @@ class Runner:
             if hostroute.wants_host(args["command"], host_rules):
                 return self._run_on_host(tool, args, call_id, host_rules)
         return self._run_in_sandbox(tool, args, call_id)
+
+    def _spec(self, tool: Any):
+        """The ToolSpec of a tool name: a custom tool first (it may shadow a built-in when the
+        policy allows that), then a built-in; None when there is no such tool."""
+        from .schemas import registry
+
+        if not isinstance(tool, str):
+            return None
+        spec = self.custom_tools().get(tool)
+        if spec is None and registry.exists(tool):
+            spec = registry.get(tool)
+        return spec
+
+    def _unknown(self, tool: Any) -> ToolResult:
+        names = ", ".join(s.name for s in self.tools())
+        off = self._custom_off()
+        if off:  # it may be a custom tool that was never loaded
+            return ToolResult.error(f"unknown tool: {str(tool)[:100]}; it is no built-in, and {off}. Tools that "
+                                    f"exist here: {names}", error_type="gated")
+        return ToolResult.error(f"unknown tool: {str(tool)[:100]}. Tools that exist here: {names}",
+                                error_type="validation")
+
+    def _guards(self):
+        """What the guard steps consult (runner/guards.py)."""
+        from . import guards
+
+        return guards.Context(policy=self.policy, session=self.session_id, limiter=self.limiter, approve=self._approve,
+                              check_writable=lambda path: self.guard.check_writable(self._host_path(path)),
+                              over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
 
     def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
@@ -516,14 +558,3 @@ def workspace_usage(root: Path, stop_after: int | None = None) -> int:
 def open_tty():
     """The controlling terminal, for questions to the person at it (OSError when there is none)."""
     return open("/dev/tty", "r+", encoding="utf-8")
-
-
-def _args_size(obj: Any) -> int:
-    """Roughly the bytes of a call's arguments: the lengths of its strings, walked."""
-    if isinstance(obj, str):
-        return len(obj)
-    if isinstance(obj, dict):
-        return sum(_args_size(k) + _args_size(v) for k, v in obj.items())
-    if isinstance(obj, (list, tuple)):
-        return sum(_args_size(v) for v in obj)
-    return 8

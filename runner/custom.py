@@ -1,5 +1,5 @@
 """Custom tools on the controller: where they are found, how they become ToolSpecs, how a call
-to one goes through the same guardrails as a built-in and runs in the sandbox.
+to one runs in the sandbox (after the guard pipeline every call passes, runner/guards.py).
 
 Places, in precedence order (a later one wins by name):
 
@@ -661,32 +661,10 @@ def report(ch: dict, cat: Catalog) -> str:
 
 
 # -- calls ---------------------------------------------------------------------------------------
-def call(runner, spec: CustomSpec, args: Any, call_id: str, meta: dict) -> ToolResult:
-    """The built-ins' guardrails for a custom tool, then custom_run in the sandbox."""
-    from .core import ARGS_MAX_BYTES, _args_size
-    from .schemas import registry
-
+def run(runner, spec: CustomSpec, args: dict, call_id: str) -> ToolResult:
+    """custom_run in the sandbox. `args` have passed the guard pipeline (Runner._call, the same
+    steps as a built-in's: runner/guards.py); never call this without it."""
     tool = spec.name
-    if tool in runner.policy.tools.deny:
-        return ToolResult.error(f"tool {tool} is denied by the policy {runner.policy.name} (tools.deny)",
-                                error_type="gated")
-    size = _args_size(args)
-    if size > ARGS_MAX_BYTES:
-        return ToolResult.error(f"arguments of {tool} are {size} bytes, over runner's limit of {ARGS_MAX_BYTES} bytes",
-                                error_type="validation")
-    try:
-        args = registry.validate_args(tool, args, spec=spec)
-    except registry.ToolArgError as e:
-        return ToolResult.error(str(e), error_type="validation")
-    refused = runner.limiter.acquire(runner.session_id, tool)
-    if refused is not None:
-        return ToolResult.error(str(refused), error_type="gated", retry_after=refused.retry_after)
-    if spec.needs_approval:
-        decision = runner._approve(tool, args)
-        if not decision.approved:
-            return ToolResult.error(decision.message, error_type="gated")
-    meta["source"] = spec.source
-    meta["kind"] = spec.kind
     op = {"kind": spec.kind, "path": spec.path, "name": tool, "timeout": runner.policy.limits.timeout_for(tool)}
     if spec.kind == "exe":
         op["args"] = args.get("args") or ""

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from dataclasses import dataclass, field
 
@@ -98,11 +97,9 @@ def run(o: ExecOptions) -> int:
         f.write(data)
         f.flush()
 
-    old = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
+    try:  # SIGINT, SIGTERM, SIGHUP raise here (runner/interrupts.py, installed by the CLI)
         res = ex.exec(req, stdin=_stdin(), on_output=on_output)
     finally:
-        signal.signal(signal.SIGTERM, old)
         ex.stop()
     if res.timed_out:
         print(f"runner: timed out after {o.timeout:g}s: killed the command and all its processes", file=sys.stderr)
@@ -120,6 +117,3 @@ def _stdin():
     except (AttributeError, ValueError):
         return None
 
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt

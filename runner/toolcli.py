@@ -6,6 +6,9 @@ import sys
 from typing import Any
 
 from .errors import UsageError
+from .guards import ARGS_MAX_BYTES
+
+MAX_LINE_BYTES = ARGS_MAX_BYTES + 64 * 1024  # a session line: the largest arguments and the call around them
 
 
 def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str]):
@@ -16,53 +19,77 @@ def make_runner(workspace: str, executor: str | None, policy: str | None, protec
 
 
 def parse_args_json(text: str) -> dict:
+    from .boundedjson import loads
+
     try:
-        args = json.loads(text) if text.strip() else {}
+        args = loads(text) if text.strip() else {}
     except ValueError as e:
-        raise UsageError(f"arguments are not valid JSON ({e.msg} at column {e.colno}): give an object like "
-                         "'{\"path\": \"a.txt\"}'") from None
+        raise UsageError(f"arguments are {e}: give an object like '{{\"path\": \"a.txt\"}}'") from None
     if not isinstance(args, dict):
         raise UsageError(f"arguments must be a JSON object, not {type(args).__name__}")
     return args
 
 
 def call(tool: str, args_text: str, workspace: str, executor: str | None, policy: str | None, protect: list[str]) -> int:
+    from .printable import json_text
+
     args = parse_args_json(args_text)
     with make_runner(workspace, executor, policy, protect) as r:
         res = r.call(tool, args)
-    sys.stdout.write(res.model_dump_json() + "\n")
+    sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
 
 
+ID_MAX_CHARS = 256
+
+
+def _call_of(n: int, line: bytes | None) -> tuple[Any, str, dict]:
+    """(id, tool, args) of one session line, or ValueError saying what is wrong with it."""
+    from .boundedjson import loads
+
+    if line is None:
+        raise ValueError(f"longer than {MAX_LINE_BYTES} bytes, so it was dropped: send big data in parts "
+                         "(write, then edit to append)")
+    msg = loads(line)
+    if not isinstance(msg, dict) or not isinstance(msg.get("tool"), str):
+        raise ValueError('a call is an object {"id": ..., "tool": "NAME", "args": {...}}')
+    call_id = msg.get("id")
+    if not (call_id is None or isinstance(call_id, (int, str))) or len(str(call_id)) > ID_MAX_CHARS:
+        raise ValueError(f"id must be a string or a number of at most {ID_MAX_CHARS} characters")
+    args = msg.get("args", {})
+    if not isinstance(args, dict):
+        raise ValueError("args must be a JSON object")
+    return call_id, msg["tool"], args
+
+
 def session(workspace: str, executor: str | None, policy: str | None, protect: list[str]) -> int:
-    """One JSON call per line in, one JSON result per line out, in order; one sandbox throughout."""
+    """One JSON call per line in, one JSON result per line out, in order; one sandbox throughout.
+    A line that is not a call (invalid, nested too deeply, too long) gets an error result; the
+    session goes on."""
+    from .boundedjson import lines
+    from .printable import json_text
     from .results import ToolResult
 
     out = sys.stdout
     with make_runner(workspace, executor, policy, protect) as r:
-        for n, line in enumerate(sys.stdin, 1):
-            if not line.strip():
+        for n, line in lines(sys.stdin.buffer, MAX_LINE_BYTES):
+            if line is not None and not line.strip():
                 continue
             call_id = None
             try:
-                msg = json.loads(line)
-                if not isinstance(msg, dict) or not isinstance(msg.get("tool"), str):
-                    raise ValueError('a call is an object {"id": ..., "tool": "NAME", "args": {...}}')
-                call_id = msg.get("id")
-                args = msg.get("args", {})
-                if not isinstance(args, dict):
-                    raise ValueError("args must be a JSON object")
-                res = r.call(msg["tool"], args, call_id=str(call_id) if call_id is not None else None)
+                call_id, tool, args = _call_of(n, line)
             except ValueError as e:
                 res = ToolResult.error(f"line {n}: {e}", error_type="validation")
-            answer = {"id": call_id, **json.loads(res.model_dump_json())}
-            out.write(json.dumps(answer, ensure_ascii=False) + "\n")
+            else:
+                res = r.call(tool, args, call_id=str(call_id) if call_id is not None else None)
+            out.write(json_text({"id": call_id, **res.model_dump(mode="json")}) + "\n")
             out.flush()
     return 0
 
 
 def tools(preset: str | None, fmt: str, prompt: bool, workspace: str, executor: str | None, policy: str | None) -> str:
     from .core import Runner
+    from .printable import printable
     from .schemas import formats, registry
 
     if preset is not None:
@@ -76,7 +103,8 @@ def tools(preset: str | None, fmt: str, prompt: bool, workspace: str, executor: 
         try:
             specs = r.tools()
             for e in r.custom_errors():
-                sys.stderr.write(f"runner: skipped custom tool {e.get('path')} ({e.get('place')}): {e.get('error')}\n")
+                sys.stderr.write(printable(f"runner: skipped custom tool {e.get('path')} ({e.get('place')}): "
+                                           f"{e.get('error')}") + "\n")
         finally:
             r.close()
     if prompt:

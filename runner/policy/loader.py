@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
 import types
 import typing
 from dataclasses import dataclass
@@ -133,8 +134,8 @@ def _read_chain(path: Path, environ, seen: list[Path]) -> list[_Layer]:
         chain = " -> ".join(_display(p) for p in seen + [real])
         raise PolicyError(f"extends makes a loop: {chain}")
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
+        text = _read_bounded(path)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
         raise PolicyError(f"{_display(path)}: cannot read: {e}") from None
     layer = _parse(text, _display(path))
     layers = [layer]
@@ -147,11 +148,56 @@ def _read_chain(path: Path, environ, seen: list[Path]) -> list[_Layer]:
     return layers
 
 
+MAX_BYTES = 1024 * 1024  # a policy file
+MAX_NODES = 100_000  # YAML nodes, aliases expanded (a "billion laughs" file expands to 10**9)
+MAX_DEPTH = 64  # mappings and sequences inside one another
+
+
+def _read_bounded(path: Path) -> str:
+    """A policy file's text: a regular file of at most MAX_BYTES (never a FIFO or a device)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ValueError(f"larger than {MAX_BYTES} bytes")
+    return data.decode("utf-8")
+
+
+def _check_shape(root, filename: str) -> None:
+    """Refuse a YAML tree that would take the rest of the loading down: nested deeper than
+    MAX_DEPTH, or more than MAX_NODES nodes once aliases are expanded. Walked without recursion."""
+    seen, stack = 0, [(root, 1)]
+    while stack:
+        node, d = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise PolicyError([Problem(filename, None, "", f"more than {MAX_NODES} values once YAML aliases are "
+                                       "expanded: write the values out instead of repeating aliases")])
+        if d > MAX_DEPTH:
+            raise PolicyError([Problem(filename, node.start_mark.line + 1, "",
+                                       f"nested more than {MAX_DEPTH} levels deep")])
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((x, d + 1) for kv in node.value for x in kv)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((x, d + 1) for x in node.value)
+
+
 def _parse(text: str, filename: str) -> _Layer:
+    if len(text) > MAX_BYTES:
+        raise PolicyError([Problem(filename, None, "", f"larger than {MAX_BYTES} bytes")])
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            _check_shape(root, filename)
         data = loader.construct_document(root) if root is not None else None
+    except RecursionError:
+        raise PolicyError([Problem(filename, None, "", f"nested more than {MAX_DEPTH} levels deep")]) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         msg = " ".join(x for x in (e.context, e.problem) if x) or "invalid YAML"

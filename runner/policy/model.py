@@ -20,7 +20,7 @@ from executors.models import Limits, parse_size
 # Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
 GATED_TOOLS: dict[str, frozenset[str]] = {
     "bash": frozenset({"bash", "exec", "process"}),
-    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search"}),
+    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search", "git_push", "git_pull"}),
     "writes": frozenset({"write", "edit", "apply_patch", "git_add", "git_commit", "git_push", "git_pull"}),
 }
 TOOL_PRESETS = ("coding", "readonly", "web", "git", "all", "none")
@@ -131,8 +131,10 @@ class Features(Strict):
     """Gates that switch whole families of tools off, whatever the preset says."""
 
     bash: bool = Field(default=True, description="bash, exec, process")
-    network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search")
+    network_tools: bool = Field(default=True, description="http_fetch, web_fetch, web_search, git_push, git_pull")
     writes: bool = Field(default=True, description="write, edit, apply_patch and git's writing tools")
+    custom_tools: bool | None = Field(default=None, description="custom tools (they run programs); null: on "
+                                      "exactly when bash is, true: on even with bash off, false: off")
 
 
 class SandboxPolicy(Strict):
@@ -440,17 +442,46 @@ class Policy(Strict):
             out.append(self.warning)
         return out
 
-    def tool_gate(self, tool: str, preset_tools: set[str] | frozenset[str]) -> str | None:
+    def tool_gate(self, tool: str, preset_tools: set[str] | frozenset[str], *, custom: bool = False) -> str | None:
         """Why `tool` is refused (a message), or None when this policy allows it.
-        `preset_tools`: the names in this policy's preset, from the tool registry."""
+        `preset_tools`: the names in this policy's preset, from the tool registry. `custom`: a
+        custom tool, which runs a program: it follows features.custom_tools (by default
+        features.bash) and comes with the presets that run commands (those holding bash), else
+        it must be named in tools.allow."""
         if tool in self.tools.deny:
             return f"tool {tool} is denied by the policy {self.name} (tools.deny)"
+        if custom:
+            why = self.custom_tools_gate()
+            if why:
+                return f"custom tool {tool} is switched off: {why}"
+            if tool in self.tools.allow or "bash" in preset_tools:
+                return None
+            return (f"custom tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
+                    "commands): name it in tools.allow")
         for gate, names in GATED_TOOLS.items():
             if tool in names and not getattr(self.features, gate):
                 return f"tool {tool} is switched off by the policy {self.name} (features.{gate}: false)"
         if tool in self.tools.allow or tool in preset_tools:
             return None
         return f"tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset})"
+
+    def custom_tools_gate(self, preset_tools: set[str] | frozenset[str] | None = None) -> str | None:
+        """Why this policy switches every custom tool off (a message), or None. A custom tool runs
+        a program in the sandbox, like bash: without features.custom_tools it follows features.bash.
+        With `preset_tools`, also when no custom tool could be allowed: the preset runs no commands
+        and tools.allow names no tool that could be a custom one."""
+        if preset_tools is not None and "bash" not in preset_tools and not any(
+                self.tools.allow_shadowing or t not in _builtin_names() for t in self.tools.allow):
+            return (f"custom tools are not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
+                    "commands): name them in tools.allow")
+        if not self.tools.custom:
+            return f"the policy {self.name} loads no custom tools (tools.custom: false)"
+        if self.features.custom_tools is False:
+            return f"the policy {self.name} switches custom tools off (features.custom_tools: false)"
+        if self.features.custom_tools is None and not self.features.bash:
+            return (f"custom tools run programs, and the policy {self.name} switches command execution off "
+                    "(features.bash: false); set features.custom_tools: true to allow custom tools without bash")
+        return None
 
     def dump(self) -> dict[str, Any]:
         """A JSON-able dict: sizes as '512m', secrets as their sources (never values)."""
@@ -521,6 +552,12 @@ class Policy(Strict):
             raise PolicyError(_problems_from_validation(e, None, None, "override")) from None
         pol._source = self._source
         return pol
+
+
+def _builtin_names() -> frozenset[str]:
+    from ..schemas.registry import SPECS
+
+    return frozenset(SPECS)
 
 
 class SecretUnavailable(Exception):

@@ -16,6 +16,19 @@ def _no_nul(v: str) -> str:
 PathStr = Annotated[str, AfterValidator(_no_nul)]
 
 
+def _not_option(v: str) -> str:
+    """A word git takes as a remote, branch or ref: never an option (`--upload-pack=…` runs a program)."""
+    _no_nul(v)
+    if not v.strip():
+        raise ValueError("must not be empty")
+    if v.startswith("-"):
+        raise ValueError("must not start with '-' (git would read it as an option)")
+    return v
+
+
+GitWord = Annotated[str, AfterValidator(_not_option)]
+
+
 def A(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
@@ -164,8 +177,8 @@ class GitCommit(Args):
 
 
 class GitRemote(Args):
-    remote: str = "origin"
-    branch: Optional[str] = None
+    remote: GitWord = Field("origin", description="a remote's name or URL (never an option)")
+    branch: Optional[GitWord] = Field(None, description="a branch or refspec (never an option)")
 
 
 class Echo(Args):

@@ -1,7 +1,9 @@
-"""Tool specs exported for agents' APIs, and as one prompt block."""
+"""Tool specs exported for agents' APIs, and as one prompt block. Custom tools' names,
+descriptions and guidance come from the workspace: control characters are escaped in every
+format (runner/printable.py), so what is printed neither forges lines nor drives a terminal."""
 from __future__ import annotations
 
-import json
+from ..printable import json_text, printable
 
 FORMATS = ("table", "json", "openai", "anthropic", "mcp")
 
@@ -22,15 +24,16 @@ def export(specs, fmt: str) -> str:
     if fmt == "table":
         width = max((len(s.name) for s in specs), default=4)
         rows = [f"{'TOOL':{width}}  {'SOURCE':8}  DESCRIPTION"]
-        rows += [f"{s.name:{width}}  {s.source:8}  {s.description}" for s in specs]
+        rows += [f"{printable(s.name):{width}}  {printable(s.source):8}  {printable(s.description)}" for s in specs]
         return "\n".join(rows)
-    return json.dumps([_one(s, fmt) for s in specs], indent=2, ensure_ascii=False)
+    return json_text([_one(s, fmt) for s in specs], indent=2)
 
 
 def prompt(specs) -> str:
     """Every tool's description and usage guidance as one block for a system prompt."""
     parts = ["# Tools", ""]
     for s in specs:
-        parts.append(f"## {s.name}\n{s.description}" + (f"\n{s.guidance}" if s.guidance else ""))
+        parts.append(f"## {printable(s.name)}\n{printable(s.description, newlines=True)}"
+                     + (f"\n{printable(s.guidance, newlines=True)}" if s.guidance else ""))
         parts.append("")
     return "\n".join(parts).rstrip() + "\n"

@@ -9,9 +9,44 @@ from .context import Ctx, ToolError
 GIT_TIMEOUT = 120
 
 
-def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT) -> str:
+# With command execution off (the controller sets `no_repo_programs`), the repository's
+# configuration, written by the agent or shipped in a hostile workspace, must not make git run a
+# program: no hooks, fsmonitor, editors, pagers, askpass, ssh command, proxy command, signing,
+# submodule commands or auto-gc; every filter, diff, merge and credential driver it names is
+# blanked, and pull/push name git's own pack programs. Command-line `-c` wins over every configuration file.
+SAFE_CONFIG = (
+    "core.fsmonitor=false", "core.hooksPath=/dev/null", "core.sshCommand=ssh", "core.askPass=/bin/false",
+    "core.editor=:", "sequence.editor=:", "core.pager=cat", "core.alternateRefsCommand=", "credential.helper=",
+    "commit.gpgSign=false", "tag.gpgSign=false", "push.gpgSign=false", "log.showSignature=false", "gc.auto=0",
+    "maintenance.auto=false", "protocol.ext.allow=never", "submodule.recurse=false", "fetch.recurseSubmodules=false",
+    "push.recurseSubmodules=no", "diff.external=",
+)
+SAFE_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":",
+            "GIT_PAGER": "cat", "PAGER": "cat", "GIT_ASKPASS": "/bin/false", "SSH_ASKPASS": "/bin/false",
+            "GIT_SSH_COMMAND": "ssh", "GIT_PROXY_COMMAND": "", "GIT_TERMINAL_PROMPT": "0"}
+_DRIVERS = r"^(filter|diff|merge|credential)\..+\.(clean|smudge|process|command|textconv|driver|helper)$"
+# remote.NAME.uploadpack/receivepack: git takes the first one given, so the command line's `-c`
+# cannot override them; --upload-pack/--receive-pack with git's own programs do (PACK_PROGRAMS).
+PACK_PROGRAMS = {"pull": ["--upload-pack=git-upload-pack"], "push": ["--receive-pack=git-receive-pack"]}
+
+
+def _safe(ctx: Ctx) -> tuple[list, dict]:
+    """(-c arguments, environment) under which git runs no program the repository names."""
+    env = {k: v for k, v in ctx.env.items() if k not in ("GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_EXEC_PATH")}
+    env.update(SAFE_ENV)
+    pre = [x for kv in SAFE_CONFIG for x in ("-c", kv)]
+    p = subprocess.run(["git", *pre, "config", "--null", "--name-only", "--get-regexp", _DRIVERS], cwd=ctx.workspace,
+                       env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT)
+    for key in dict.fromkeys(p.stdout.decode("utf-8", "replace").split("\0")):
+        if key and "=" not in key:
+            pre += ["-c", f"{key}="]
+    return pre, env
+
+
+def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict | None = None) -> str:
+    pre, env = _safe(ctx) if (args or {}).get("no_repo_programs") else ([], ctx.env)
     try:
-        p = subprocess.run(["git", *argv], cwd=ctx.workspace, env=ctx.env, stdin=subprocess.DEVNULL,
+        p = subprocess.run(["git", *pre, *argv], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, timeout=timeout)
     except FileNotFoundError:
         raise ToolError(f"git_{op} error: git is not installed in this sandbox")
@@ -28,32 +63,35 @@ def _identity(ctx: Ctx) -> list:
     """-c user.name/-c user.email when the repository has no identity (a fresh sandbox)."""
     extra = []
     for key, default in (("user.name", "runner"), ("user.email", "runner@localhost")):
-        p = subprocess.run(["git", "config", key], cwd=ctx.workspace, env=ctx.env, capture_output=True)
+        p = subprocess.run(["git", "config", key], cwd=ctx.workspace, env=ctx.env, stdin=subprocess.DEVNULL,
+                           capture_output=True)
         if p.returncode != 0 or not p.stdout.strip():
             extra += ["-c", f"{key}={default}"]
     return extra
 
 
 def git_status(ctx: Ctx, args: dict):
-    return _git(ctx, "status", ["status", "--short", "--branch"])
+    return _git(ctx, "status", ["status", "--short", "--branch"], args=args)
 
 
 def git_diff(ctx: Ctx, args: dict):
-    argv = ["diff", "--no-color"] + (["--staged"] if args.get("staged") else [])
+    argv = ["diff", "--no-color", "--no-ext-diff"] + (["--staged"] if args.get("staged") else [])
+    if args.get("no_repo_programs"):
+        argv.append("--no-textconv")
     if args.get("path"):
         argv += ["--", paths.display(ctx, paths.resolve(ctx, args["path"]))]
-    return _git(ctx, "diff", argv)
+    return _git(ctx, "diff", argv, args=args)
 
 
 def git_log(ctx: Ctx, args: dict):
     n = max(1, min(1000, int(args.get("limit") or 10)))
-    return _git(ctx, "log", ["log", f"-n{n}", "--no-color", "--format=%h %ad %an: %s", "--date=short"])
+    return _git(ctx, "log", ["log", f"-n{n}", "--no-color", "--format=%h %ad %an: %s", "--date=short"], args=args)
 
 
 def git_add(ctx: Ctx, args: dict):
     files = args.get("files") or []
     rel = [paths.display(ctx, paths.resolve(ctx, f)) for f in files]
-    _git(ctx, "add", ["add", "--", *rel])
+    _git(ctx, "add", ["add", "--", *rel], args=args)
     return f"added {len(rel)} path{'s' if len(rel) != 1 else ''}: {', '.join(rel)}"
 
 
@@ -61,14 +99,25 @@ def git_commit(ctx: Ctx, args: dict):
     msg = args.get("message")
     if not isinstance(msg, str) or not msg.strip():
         raise ToolError("git_commit error: the message is empty")
-    return _git(ctx, "commit", _identity(ctx) + ["commit", "-m", msg])
+    return _git(ctx, "commit", _identity(ctx) + ["commit", "-m", msg], args=args)
+
+
+def _words(op: str, args: dict) -> list:
+    """[remote] or [remote, branch]; a word starting with '-' is refused: git would take it for an
+    option, and `--upload-pack=`, `--receive-pack=` or `--exec=` run a program (git pull hands
+    them to fetch past any `--`, so refusing is the only defence there)."""
+    words = [args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
+    for key, w in zip(("remote", "branch"), words):
+        if not isinstance(w, str) or w.startswith("-"):
+            raise ToolError(f"git_{op} error: {key} {w!r} must not start with '-' (git would read it as an option)")
+    return words
 
 
 def git_push(ctx: Ctx, args: dict):
-    argv = ["push", args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
-    return _git(ctx, "push", argv)
+    safe = PACK_PROGRAMS["push"] if args.get("no_repo_programs") else []
+    return _git(ctx, "push", ["push", *safe, "--end-of-options", *_words("push", args)], args=args)
 
 
 def git_pull(ctx: Ctx, args: dict):
-    argv = ["pull", "--no-rebase", args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
-    return _git(ctx, "pull", _identity(ctx) + argv)
+    safe = PACK_PROGRAMS["pull"] if args.get("no_repo_programs") else []
+    return _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *safe, *_words("pull", args)], args=args)

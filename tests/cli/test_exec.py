@@ -69,7 +69,7 @@ def _owned_by(docker_client, pid: int):
     return docker_client.api.containers(all=True, filters={"label": f"runner.owner.pid={pid}"})
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 130)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
 def test_interrupt_removes_the_container(docker_client, sig, code):
     proc = subprocess.Popen(runner_cmd("exec", "--", "sleep", "100"), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -62,7 +62,8 @@ def test_tools_allow_deny_and_gates():
     assert p.tool_gate("git_status", coding) is None
     assert "tools.deny" in p.tool_gate("edit", coding)
     assert "features.network_tools: false" in p.tool_gate("http_fetch", coding)
-    assert "not allowed" in p.tool_gate("git_push", coding)
+    assert "not allowed" in p.tool_gate("git_log", coding)
+    assert "features.network_tools: false" in p.tool_gate("git_push", coding)  # it reaches the network
     ro = Policy.model_validate({"features": {"bash": False, "writes": False}})
     assert "features.bash" in ro.tool_gate("bash", coding)
     assert "features.writes" in ro.tool_gate("write", coding)
