@@ -159,16 +159,18 @@ HOSTILE_GIT_CONFIG = """[core]
 
 
 def test_repository_config_runs_no_program_when_bash_is_off(tmp_path):
-    """The write tool (or a hostile workspace) sets .git/config; with command execution off the
-    git tools still work and run none of the programs it names."""
+    """A hostile workspace holds a .git/config that names programs (the write tool may not write it:
+    .git/config is protected); with command execution off the git tools still work and run none of
+    the programs it names."""
     ws = git_workspace(tmp_path)
+    (ws / ".git" / "config").write_text(HOSTILE_GIT_CONFIG)
     (ws / "hk").mkdir()
     (ws / "hk" / "pre-commit").write_text("#!/bin/sh\ntouch /workspace/PWNED-hook\n")
     (ws / "hk" / "pre-commit").chmod(0o755)
     (ws / "more.cfg").write_text('[merge "x"]\n\tdriver = "touch /workspace/PWNED-merge; false"\n'
                                  '[credential]\n\thelper = "!touch /workspace/PWNED-credential"\n')
     with runner(ws, **{"tools.preset": "all", "features.bash": False}) as r:
-        assert not r.call("write", {"path": ".git/config", "content": HOSTILE_GIT_CONFIG}).is_error
+        assert r.call("write", {"path": ".git/config", "content": HOSTILE_GIT_CONFIG}).meta["error_type"] == "gated"
         assert not r.call("write", {"path": ".gitattributes", "content": "*.txt filter=x diff=x merge=x\n"}).is_error
         assert not r.call("write", {"path": "a.txt", "content": "one\n"}).is_error
         for tool, args in [("git_status", {}), ("git_add", {"files": ["a.txt", ".gitattributes"]}),
