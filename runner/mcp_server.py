@@ -1,0 +1,432 @@
+"""`runner mcp`: the policy's tools served to MCP clients, on stdio or streamable HTTP.
+
+Built on the official `mcp` SDK's low-level Server (the protocol is the SDK's, never ours).
+Each MCP session gets its own Runner, so its own sandbox, made on first use and closed when the
+session ends: EOF on stdin, SIGTERM or SIGINT, an HTTP DELETE, or an idle timeout. Runner calls
+block, so they run on worker threads: sessions proceed side by side, and a cancelled request or
+a vanished client never waits for a tool to finish before its sandbox is removed.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+
+from .results import ImageBlock, ToolResult
+
+SESSION_HEADER = "mcp-session-id"
+PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
+FORGOTTEN_SESSIONS = 10_000  # ids of ended sessions remembered, to say "ended" rather than start afresh
+
+
+@dataclass
+class Options:
+    """What `runner mcp` was started with: the same as `runner call` and `runner tools`."""
+
+    workspace: str = "."
+    executor: str | None = None
+    policy: str | None = None
+    protect: list[str] = field(default_factory=list)
+    idle_timeout: float = 1800.0
+
+    def make_runner(self):
+        from .toolcli import make_runner
+
+        return make_runner(self.workspace, self.executor, self.policy, list(self.protect))
+
+
+class SessionEnded(Exception):
+    """The session's sandbox is gone; the client must start a new session."""
+
+
+class Session:
+    """One MCP session's Runner: made on first use, used by one call at a time, closed once."""
+
+    def __init__(self, make_runner: Callable[[], Any], runner: Any = None) -> None:
+        self._make = make_runner
+        self.runner = runner
+        self._lock = threading.Lock()
+        self._relay: Callable[[str], None] | None = None
+        self.busy = False
+        self.closed = False
+        self.last_used = time.monotonic()
+
+    def _get(self):
+        if self.closed:
+            raise SessionEnded("this MCP session has ended and its sandbox was removed: start a new session")
+        if self.runner is None:
+            self.runner = self._make()
+        self.runner.store.on_output = self._on_output
+        return self.runner
+
+    def _on_output(self, call_id: str, text: str) -> None:
+        relay = self._relay
+        if relay is not None:
+            relay(text)
+
+    def _using(self):
+        session = self
+
+        class _Use:
+            def __enter__(self):
+                session._lock.acquire()
+                session.busy = True
+                return session._get()
+
+            def __exit__(self, *exc):
+                session.busy = False
+                session._relay = None
+                session.last_used = time.monotonic()
+                session._lock.release()
+
+        return _Use()
+
+    def tools(self) -> list[dict]:
+        with self._using() as r:
+            return mcp_tools(r)
+
+    def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None) -> tuple[ToolResult, bool]:
+        """(the result, whether the tool list changed)."""
+        from .core import STREAMING_TOOLS
+
+        with self._using() as r:
+            before = mcp_tools(r) if name == "refresh_tools" else None
+            self._relay = relay if name in STREAMING_TOOLS else None
+            result = r.call(name, args)
+            return result, before is not None and mcp_tools(r) != before
+
+    def close(self) -> None:
+        """Remove the sandbox. A call still running (its client gone) loses its sandbox at once,
+        so it ends now rather than at its timeout, and the Runner then closes."""
+        self.closed = True
+        runner = self.runner
+        if self.busy and runner is not None:
+            remove_sandboxes(runner)
+        with self._lock:
+            if self.runner is not None:
+                self.runner.close()
+                self.runner = None
+
+
+def remove_sandboxes(runner) -> None:
+    """Force-remove the docker sandboxes of this Runner's session (made by this process)."""
+    if runner.policy.sandbox.executor != "docker":
+        return
+    try:
+        from executors.docker import labels as L
+        from executors.docker.engine import connect
+
+        client = connect()
+        mine = [f"{L.SESSION}={runner.session_id}", f"{L.OWNER_PID}={os.getpid()}", f"{L.ROLE}=agent"]
+        for c in client.api.containers(all=True, filters={"label": mine}):
+            client.api.remove_container(c["Id"], force=True)
+    except Exception as e:  # the Runner's close still runs, once the call has ended
+        sys.stderr.write(f"runner mcp: could not remove the sandbox of session {runner.session_id}: {e}\n")
+
+
+def mcp_tools(runner) -> list[dict]:
+    """The Runner's tools in the MCP format of `runner tools --format mcp`."""
+    from .schemas import formats
+
+    return json.loads(formats.export(runner.tools(), "mcp"))
+
+
+def to_mcp_result(res: ToolResult) -> types.CallToolResult:
+    if isinstance(res.content, str):
+        blocks: list = [types.TextContent(type="text", text=res.content)]
+    else:
+        blocks = [types.ImageContent(type="image", data=b.data, mime_type=b.media_type) if isinstance(b, ImageBlock)
+                  else types.TextContent(type="text", text=b.text) for b in res.content]
+    return types.CallToolResult(content=blocks, is_error=res.is_error, _meta={"runner/meta": res.meta})
+
+
+def error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+class ProgressRelay:
+    """Tool output (arriving on a worker thread) sent as progress notifications of one request.
+
+    The worker only appends to a bounded buffer and wakes the sender: a slow client never stalls
+    the tool, it gets the newest output and a note of what was dropped."""
+
+    def __init__(self, report: Callable[..., Any]) -> None:
+        self.report = report
+        self.token = anyio.lowlevel.current_token()
+        self._send, self._receive = anyio.create_memory_object_stream[None](1)
+        self._lock = threading.Lock()
+        self._pending: collections.deque[str] = collections.deque()
+        self._pending_chars = 0
+        self._dropped = 0
+        self.total = 0
+
+    def feed(self, text: str) -> None:  # on the worker thread
+        with self._lock:
+            self.total += len(text)
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            while self._pending_chars > PENDING_PROGRESS_CHARS and len(self._pending) > 1:
+                old = self._pending.popleft()
+                self._pending_chars -= len(old)
+                self._dropped += len(old)
+        try:
+            anyio.from_thread.run_sync(self._wake, token=self.token)
+        except Exception:  # the loop is gone (shutting down): nothing to relay to
+            pass
+
+    def _wake(self) -> None:
+        try:
+            self._send.send_nowait(None)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    def _take(self) -> tuple[str, int]:
+        with self._lock:
+            text = "".join(self._pending)
+            if self._dropped:
+                text = f"[... {self._dropped} characters of output not relayed ...]\n" + text
+            self._pending.clear()
+            self._pending_chars = self._dropped = 0
+            return text, self.total
+
+    async def _flush(self) -> None:
+        text, total = self._take()
+        if text:
+            await self.report(total, None, text)
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for _ in self._receive:
+                await self._flush()
+        await self._flush()
+
+    def stop(self) -> None:
+        self._send.close()
+
+
+def build_server(session_for: Callable[[Any], tuple[Session, bool]]) -> Server:
+    """The MCP server: tools/list and tools/call, each against the session `session_for(ctx)`
+    names (and closes afterwards when it says the session is one request's only)."""
+    from . import __version__
+
+    async def in_session(ctx, fn, *args, abandon: bool = False):
+        session, one_shot = session_for(ctx)
+        try:
+            return await anyio.to_thread.run_sync(functools.partial(fn, session, *args), abandon_on_cancel=abandon)
+        finally:
+            if one_shot:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(session.close)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        try:
+            tools = await in_session(ctx, Session.tools)
+        except SessionEnded as e:
+            raise MCPError(code=types.INVALID_REQUEST, message=str(e)) from None
+        except Exception as e:
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"could not list the tools: {e}") from None
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
+        try:
+            async with anyio.create_task_group() as tg:
+                if relay is not None:
+                    tg.start_soon(relay.run)
+                try:
+                    result, changed = await in_session(ctx, Session.call, params.name, dict(params.arguments or {}),
+                                                       relay.feed if relay else None, abandon=True)
+                finally:
+                    if relay is not None:
+                        relay.stop()
+        except SessionEnded as e:
+            return error_result(str(e))
+        except Exception as e:  # the Runner reports tool failures as results; this is the Runner failing
+            return error_result(f"runner could not run {params.name}: {type(e).__name__}: {e}")
+        if changed:
+            await ctx.session.send_tool_list_changed()
+        return to_mcp_result(result)
+
+    return Server("runner", version=__version__,
+                  instructions="Tools that run in runner's sandbox; the workspace is at the sandbox's working "
+                               "directory.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def init_options(server: Server):
+    return server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+
+# -- stdio ----------------------------------------------------------------------------------
+async def _until_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_stdio(session: Session) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(lambda ctx: (session, False))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_until_signal, tg.cancel_scope)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, init_options(server))
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(session.close)
+
+
+def serve_stdio(opts: Options) -> int:
+    """Serve one MCP session on stdin/stdout until EOF or a signal; its sandbox goes with it."""
+    session = Session(opts.make_runner, runner=opts.make_runner())  # a bad option fails here, before serving
+    try:
+        anyio.run(_serve_stdio, session)
+    finally:
+        session.close()
+    return 0
+
+
+# -- streamable HTTP ------------------------------------------------------------------------
+class Registry:
+    """The sessions of an HTTP server, by MCP session id."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self._lock = threading.Lock()
+        self.sessions: dict[str, Session] = {}
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def session_for(self, ctx) -> tuple[Session, bool]:
+        request = getattr(ctx, "request", None)
+        sid = request.headers.get(SESSION_HEADER) if request is not None else None
+        if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
+            return Session(self.opts.make_runner), True
+        with self._lock:
+            if sid in self._ended:
+                raise SessionEnded(f"MCP session {sid} has ended and its sandbox was removed: start a new session")
+            s = self.sessions.get(sid)
+            if s is None:
+                s = self.sessions[sid] = Session(self.opts.make_runner)
+            return s, False
+
+    def end(self, sid: str) -> None:
+        with self._lock:
+            s = self.sessions.pop(sid, None)
+            if s is not None:
+                self._ended[sid] = None
+                while len(self._ended) > FORGOTTEN_SESSIONS:
+                    self._ended.popitem(last=False)
+        if s is not None:
+            s.close()
+
+    def idle(self) -> list[str]:
+        now = time.monotonic()
+        with self._lock:
+            return [sid for sid, s in self.sessions.items()
+                    if not s.busy and now - s.last_used > self.opts.idle_timeout]
+
+    async def reap(self) -> None:
+        while True:
+            await anyio.sleep(min(max(self.opts.idle_timeout / 4, 0.2), 10.0))
+            for sid in self.idle():
+                await anyio.to_thread.run_sync(self.end, sid)
+
+    def close_all(self) -> None:
+        with self._lock:
+            sids = list(self.sessions)
+        threads = [threading.Thread(target=self.end, args=(sid,)) for sid in sids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def _end_on_delete(app, registry: Registry):
+    """After the SDK accepted a DELETE of a session, remove that session's sandbox."""
+
+    async def wrapped(scope, receive, send):
+        if scope.get("type") != "http" or scope.get("method") != "DELETE":
+            return await app(scope, receive, send)
+        status = 0
+
+        async def watch(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await app(scope, receive, watch)
+        sid = dict(scope.get("headers") or []).get(SESSION_HEADER.encode(), b"").decode("latin-1")
+        if sid and 200 <= status < 300:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(registry.end, sid)
+
+    return wrapped
+
+
+async def _announce(userver, path: str) -> None:
+    while not userver.started:
+        await anyio.sleep(0.05)
+    for s in userver.servers:
+        for sock in s.sockets:
+            host, port = sock.getsockname()[:2]
+            sys.stderr.write(f"runner mcp: serving MCP on http://{host}:{port}{path}\n")
+            sys.stderr.flush()
+            return
+
+
+async def _serve_http(opts: Options, host: str, port: int) -> None:
+    import uvicorn
+
+    registry = Registry(opts)
+    server = build_server(registry.session_for)
+    app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout)
+    config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=5)
+    userver = uvicorn.Server(config)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.reap)
+            tg.start_soon(_announce, userver, "/mcp")
+            await userver.serve()
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(registry.close_all)
+
+
+def serve_http(opts: Options, host: str, port: int) -> int:
+    """Serve streamable HTTP until SIGTERM/SIGINT; every session's sandbox goes with its session."""
+    from .errors import UsageError
+
+    if opts.idle_timeout <= 0:
+        raise UsageError("--idle-timeout must be a positive number of seconds")
+    opts.make_runner().close()  # a bad option fails here, before serving
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        sys.stderr.write(f"runner mcp: warning: serving on {host} without authentication: anyone who reaches "
+                         "this port can run tools in sandboxes with your workspace\n")
+    try:
+        anyio.run(_serve_http, opts, host, port)
+    except KeyboardInterrupt:
+        pass
+    return 0
