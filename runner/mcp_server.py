@@ -273,12 +273,24 @@ def init_options(server: Server):
     return server.create_initialization_options(NotificationOptions(tools_changed=True))
 
 
+def _ignore_signals() -> None:
+    """While the sandboxes are being removed at the end: a client that escalates to SIGTERM (the
+    SDK's does after 2 s) must not cut that short and leave a container behind."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
 # -- stdio ----------------------------------------------------------------------------------
-async def _until_signal(scope: anyio.CancelScope) -> None:
+async def _close_on_signal(session: Session) -> None:
+    """SIGTERM, SIGINT or SIGHUP: remove the sandbox, then exit. The SDK's stdin reader sits in a
+    thread that only EOF ends, so waiting for the server to wind down could wait forever."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
-            scope.cancel()
-            return
+        async for signum in signals:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(session.close)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
 
 
 async def _serve_stdio(session: Session) -> None:
@@ -287,11 +299,12 @@ async def _serve_stdio(session: Session) -> None:
     server = build_server(lambda ctx: (session, False))
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_until_signal, tg.cancel_scope)
+            tg.start_soon(_close_on_signal, session)
             async with stdio_server() as (read, write):
                 await server.run(read, write, init_options(server))
             tg.cancel_scope.cancel()
     finally:
+        _ignore_signals()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(session.close)
 
@@ -411,6 +424,7 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
             await userver.serve()
             tg.cancel_scope.cancel()
     finally:
+        _ignore_signals()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(registry.close_all)
 
