@@ -63,7 +63,8 @@ class Session:
         self.runner = runner
         self._lock = threading.Lock()
         self._relay: Callable[[str], None] | None = None
-        self.busy = False
+        self.busy = False  # a call or a listing is running on a worker thread
+        self.requests = 0  # MCP requests waiting for it; a vanished client's request is cancelled
         self.closed = False
         self.last_used = time.monotonic()
 
@@ -227,9 +228,12 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]]) -> Server:
 
     async def in_session(ctx, fn, *args, abandon: bool = False):
         session, one_shot = session_for(ctx)
+        session.requests += 1
         try:
             return await anyio.to_thread.run_sync(functools.partial(fn, session, *args), abandon_on_cancel=abandon)
         finally:
+            session.requests -= 1
+            session.last_used = time.monotonic()
             if one_shot:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(session.close)
@@ -353,10 +357,12 @@ class Registry:
             s.close()
 
     def idle(self) -> list[str]:
+        """Sessions no request has waited on for the idle timeout. A call whose client vanished
+        does not keep its session: the request was cancelled, and closing removes the sandbox."""
         now = time.monotonic()
         with self._lock:
             return [sid for sid, s in self.sessions.items()
-                    if not s.busy and now - s.last_used > self.opts.idle_timeout]
+                    if not s.requests and now - s.last_used > self.opts.idle_timeout]
 
     async def reap(self) -> None:
         while True:
@@ -417,6 +423,10 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
     config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",
                             lifespan="on", timeout_graceful_shutdown=5)
     userver = uvicorn.Server(config)
+    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown, then raises the signal again
+    # under the handlers it found: let those be no-ops, so the sandboxes are removed below.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda *_: setattr(userver, "should_exit", True))
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(registry.reap)

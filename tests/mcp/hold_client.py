@@ -1,6 +1,7 @@
-"""An MCP client (the SDK's own) that starts `runner mcp` on stdio, prints `SERVER <pid>`, starts a
-long bash call, prints `RUNNING` once output of it arrives, and then waits to be killed.
-Usage: python hold_client.py RUNNER-ARGS..."""
+"""An MCP client (the SDK's own) that starts a long bash call, prints `RUNNING` once output of it
+arrives, and then waits to be killed.
+Usage: python hold_client.py RUNNER-ARGS...   (starts `runner mcp` on stdio; prints `SERVER <pid>` first)
+       python hold_client.py --url URL        (joins `runner mcp --http` at URL)"""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import sys
 import anyio
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def children() -> list[str]:
@@ -19,11 +21,18 @@ def children() -> list[str]:
     return out
 
 
+def transport():
+    if sys.argv[1] == "--url":
+        return streamable_http_client(sys.argv[2])
+    return stdio_client(StdioServerParameters(command=sys.executable, args=["-m", "runner", *sys.argv[1:]],
+                                              env=dict(os.environ)))
+
+
 async def main() -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "runner", *sys.argv[1:]], env=dict(os.environ))
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with transport() as (read, write), ClientSession(read, write) as session:
         await session.initialize()
-        print("SERVER", *children(), flush=True)
+        if sys.argv[1] != "--url":
+            print("SERVER", *children(), flush=True)
         said = False
 
         async def progress(done, total, message):
