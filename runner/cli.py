@@ -138,6 +138,7 @@ def mcp(
     host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (--http)"),
     port: int = typer.Option(8765, "--port", help="port to listen on (--http; 0 picks a free one)"),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an idle HTTP session and its sandbox are removed"),
+    max_sessions: int = typer.Option(32, "--max-sessions", help="HTTP sessions (so sandboxes) at once; more are refused"),
 ):
     """An MCP server (stdio, or streamable HTTP with --http) serving the policy's tools; one sandbox per MCP session."""
     try:
@@ -145,7 +146,8 @@ def mcp(
     except ImportError as e:
         raise fail(f"runner mcp needs the MCP SDK ({e}): pip install 'runner[mcp]'") from None
 
-    opts = Options(workspace=workspace, executor=executor, policy=policy, protect=list(protect), idle_timeout=idle_timeout)
+    opts = Options(workspace=workspace, executor=executor, policy=policy, protect=list(protect), idle_timeout=idle_timeout,
+                   max_sessions=max_sessions)
     raise typer.Exit(guarded(serve_http, opts, host, port) if http else guarded(serve_stdio, opts))
 
 

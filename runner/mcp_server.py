@@ -44,6 +44,7 @@ class Options:
     policy: str | None = None
     protect: list[str] = field(default_factory=list)
     idle_timeout: float = 1800.0
+    max_sessions: int = 32  # --http: sandboxes at once (sessions, and requests outside any session)
 
     def make_runner(self):
         from .toolcli import make_runner
@@ -51,8 +52,8 @@ class Options:
         return make_runner(self.workspace, self.executor, self.policy, list(self.protect))
 
 
-class SessionEnded(Exception):
-    """The session's sandbox is gone; the client must start a new session."""
+class NoSandbox(Exception):
+    """This request gets no sandbox: its session ended, or the server is full."""
 
 
 class Session:
@@ -70,7 +71,7 @@ class Session:
 
     def _get(self):
         if self.closed:
-            raise SessionEnded("this MCP session has ended and its sandbox was removed: start a new session")
+            raise NoSandbox("this MCP session has ended and its sandbox was removed: start a new session")
         if self.runner is None:
             self.runner = self._make()
         self.runner.store.on_output = self._on_output
@@ -208,8 +209,11 @@ class ProgressRelay:
 
     async def _flush(self) -> None:
         text, total = self._take()
-        if text:
-            await self.report(total, None, text)
+        if text and self.report is not None:
+            try:
+                await self.report(total, None, text)
+            except Exception:  # the client went away: the call goes on, its progress is dropped
+                self.report = None
 
     async def run(self) -> None:
         async with self._receive:
@@ -227,6 +231,8 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]]) -> Server:
     from . import __version__
 
     async def in_session(ctx, fn, *args, abandon: bool = False):
+        """fn(session, *args) on a worker thread. abandon: a cancelled request (its client gone)
+        stops waiting at once; the call runs on until it ends or its session is closed."""
         session, one_shot = session_for(ctx)
         session.requests += 1
         try:
@@ -241,31 +247,34 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]]) -> Server:
     async def list_tools(ctx, params) -> types.ListToolsResult:
         try:
             tools = await in_session(ctx, Session.tools)
-        except SessionEnded as e:
+        except NoSandbox as e:
             raise MCPError(code=types.INVALID_REQUEST, message=str(e)) from None
         except Exception as e:
             raise MCPError(code=types.INTERNAL_ERROR, message=f"could not list the tools: {e}") from None
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
         relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
-        try:
-            async with anyio.create_task_group() as tg:
+        out: dict[str, Any] = {}
+        async with anyio.create_task_group() as tg:
+            if relay is not None:
+                tg.start_soon(relay.run)
+            try:
+                out["result"], out["changed"] = await in_session(ctx, Session.call, name, args,
+                                                                 relay.feed if relay else None, abandon=True)
+            except NoSandbox as e:
+                out["error"] = str(e)
+            except Exception as e:  # the Runner reports a tool's failure as a result: this is the Runner failing
+                out["error"] = f"runner could not run {name}: {type(e).__name__}: {e}"
+            finally:
                 if relay is not None:
-                    tg.start_soon(relay.run)
-                try:
-                    result, changed = await in_session(ctx, Session.call, params.name, dict(params.arguments or {}),
-                                                       relay.feed if relay else None, abandon=True)
-                finally:
-                    if relay is not None:
-                        relay.stop()
-        except SessionEnded as e:
-            return error_result(str(e))
-        except Exception as e:  # the Runner reports tool failures as results; this is the Runner failing
-            return error_result(f"runner could not run {params.name}: {type(e).__name__}: {e}")
-        if changed:
+                    relay.stop()
+        if "error" in out:
+            return error_result(out["error"])
+        if out["changed"]:
             await ctx.session.send_tool_list_changed()
-        return to_mcp_result(result)
+        return to_mcp_result(out["result"])
 
     return Server("runner", version=__version__,
                   instructions="Tools that run in runner's sandbox; the workspace is at the sandbox's working "
@@ -331,20 +340,30 @@ class Registry:
         self.opts = opts
         self._lock = threading.Lock()
         self.sessions: dict[str, Session] = {}
+        self.one_shots = 0
         self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
 
     def session_for(self, ctx) -> tuple[Session, bool]:
         request = getattr(ctx, "request", None)
         sid = request.headers.get(SESSION_HEADER) if request is not None else None
-        if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
-            return Session(self.opts.make_runner), True
         with self._lock:
-            if sid in self._ended:
-                raise SessionEnded(f"MCP session {sid} has ended and its sandbox was removed: start a new session")
-            s = self.sessions.get(sid)
-            if s is None:
-                s = self.sessions[sid] = Session(self.opts.make_runner)
+            if sid and sid in self._ended:
+                raise NoSandbox(f"MCP session {sid} has ended and its sandbox was removed: start a new session")
+            s = self.sessions.get(sid) if sid else None
+            if s is not None:
+                return s, False
+            if len(self.sessions) + self.one_shots >= self.opts.max_sessions:
+                raise NoSandbox(f"runner mcp serves at most {self.opts.max_sessions} sandboxes at once "
+                                "(--max-sessions): end a session (DELETE) or wait for an idle one to be reaped")
+            if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
+                self.one_shots += 1
+                return _OneShot(self.opts.make_runner, self._release_one_shot), True
+            s = self.sessions[sid] = Session(self.opts.make_runner)
             return s, False
+
+    def _release_one_shot(self) -> None:
+        with self._lock:
+            self.one_shots -= 1
 
     def end(self, sid: str) -> None:
         with self._lock:
@@ -378,6 +397,22 @@ class Registry:
             t.start()
         for t in threads:
             t.join()
+
+
+class _OneShot(Session):
+    """The sandbox of one request outside any session, counted by the registry while it exists."""
+
+    def __init__(self, make_runner, release: Callable[[], None]) -> None:
+        super().__init__(make_runner)
+        self._release = release
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 def _end_on_delete(app, registry: Registry):
@@ -419,7 +454,8 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
 
     registry = Registry(opts)
     server = build_server(registry.session_for)
-    app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout)
+    app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout,
+                                     max_sessions=opts.max_sessions)
     config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",
                             lifespan="on", timeout_graceful_shutdown=5)
     userver = uvicorn.Server(config)
@@ -445,6 +481,8 @@ def serve_http(opts: Options, host: str, port: int) -> int:
 
     if opts.idle_timeout <= 0:
         raise UsageError("--idle-timeout must be a positive number of seconds")
+    if opts.max_sessions < 1:
+        raise UsageError("--max-sessions must be at least 1")
     opts.make_runner().close()  # a bad option fails here, before serving
     if host not in ("127.0.0.1", "localhost", "::1"):
         sys.stderr.write(f"runner mcp: warning: serving on {host} without authentication: anyone who reaches "

@@ -154,3 +154,49 @@ def test_sigterm_during_a_call_removes_every_sandbox(start_http, env, docker_cli
         for c in clients:
             c.kill()
             c.wait()
+
+
+def test_sandboxes_past_max_sessions_are_refused(start_http):
+    """One sandbox allowed: a second session is refused (503 from the SDK), and so is a request
+    outside any session (the 2026 stateless protocol), which would otherwise get a sandbox of its own."""
+    server = start_http("--max-sessions", "1")
+    from contextlib import AsyncExitStack
+
+    async def main():
+        async with AsyncExitStack() as stack:
+            a = await open_session(stack, server.url)
+            first = await a.call_tool("bash", {"command": "echo one"})
+            with pytest.raises(Exception) as second:
+                async with AsyncExitStack() as other:
+                    await open_session(other, server.url)
+            async with AsyncExitStack() as other:
+                read, write = await other.enter_async_context(streamable_http_client(server.url))
+                stateless = await other.enter_async_context(ClientSession(read, write))
+                await stateless.discover()
+                refused = await stateless.call_tool("bash", {"command": "echo two"})
+            return first, second.value, refused
+
+    first, second, refused = anyio.run(main)
+    assert text(first) == "one\n"
+    assert "Too many open sessions" in repr(second)
+    assert refused.is_error and "at most 1 sandboxes at once" in text(refused)
+
+
+def test_a_request_outside_any_session_gets_a_sandbox_of_its_own(start_http, docker_client):
+    server = start_http()
+    from contextlib import AsyncExitStack
+
+    async def main():
+        async with AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(streamable_http_client(server.url))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.discover()
+            tools = await session.list_tools()
+            one = await session.call_tool("bash", {"command": "echo x > /tmp/mine; hostname"})
+            two = await session.call_tool("bash", {"command": "ls /tmp/mine"})
+            return tools, one, two
+
+    tools, one, two = anyio.run(main)
+    assert "bash" in {t.name for t in tools.tools} and not one.is_error
+    assert two.is_error  # a fresh sandbox per request: nothing of the first remains
+    assert not containers_of(docker_client, server.pid)
