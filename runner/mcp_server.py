@@ -9,6 +9,7 @@ a vanished client never waits for a tool to finish before its sandbox is removed
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import json
 import os
@@ -64,66 +65,57 @@ class Session:
         self.runner = runner
         self._lock = threading.Lock()
         self._relay: Callable[[str], None] | None = None
-        self.busy = False  # a call or a listing is running on a worker thread
-        self.requests = 0  # MCP requests waiting for it; a vanished client's request is cancelled
+        self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
         self.closed = False
         self.last_used = time.monotonic()
 
-    def _get(self):
-        if self.closed:
-            raise NoSandbox("this MCP session has ended and its sandbox was removed: start a new session")
-        if self.runner is None:
-            self.runner = self._make()
-        self.runner.store.on_output = self._on_output
-        return self.runner
+    @contextlib.contextmanager
+    def _runner(self):
+        """The Runner, for this thread alone while the block runs."""
+        with self._lock:
+            if self.closed:
+                raise NoSandbox("this MCP session has ended and its sandbox was removed: start a new session")
+            if self.runner is None:
+                self.runner = self._make()
+            self.runner.store.on_output = self._on_output
+            try:
+                yield self.runner
+            finally:
+                self._relay = None
+                self.last_used = time.monotonic()
 
     def _on_output(self, call_id: str, text: str) -> None:
         relay = self._relay
         if relay is not None:
             relay(text)
 
-    def _using(self):
-        session = self
-
-        class _Use:
-            def __enter__(self):
-                session._lock.acquire()
-                session.busy = True
-                return session._get()
-
-            def __exit__(self, *exc):
-                session.busy = False
-                session._relay = None
-                session.last_used = time.monotonic()
-                session._lock.release()
-
-        return _Use()
-
     def tools(self) -> list[dict]:
-        with self._using() as r:
+        with self._runner() as r:
             return mcp_tools(r)
 
     def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None) -> tuple[ToolResult, bool]:
-        """(the result, whether the tool list changed)."""
+        """(the result, whether the tool list changed). relay receives bash's output as it comes."""
         from .core import STREAMING_TOOLS
 
-        with self._using() as r:
+        with self._runner() as r:
             before = mcp_tools(r) if name == "refresh_tools" else None
             self._relay = relay if name in STREAMING_TOOLS else None
             result = r.call(name, args)
             return result, before is not None and mcp_tools(r) != before
 
     def close(self) -> None:
-        """Remove the sandbox. A call still running (its client gone) loses its sandbox at once,
-        so it ends now rather than at its timeout, and the Runner then closes."""
+        """Remove the sandbox. A call still running (its client gone) has its sandbox removed
+        under it, so it ends now rather than at its timeout; then the Runner closes."""
         self.closed = True
-        runner = self.runner
-        if self.busy and runner is not None:
-            remove_sandboxes(runner)
-        with self._lock:
+        while not self._lock.acquire(timeout=0.5):
+            if self.runner is not None:
+                remove_sandboxes(self.runner)
+        try:
             if self.runner is not None:
                 self.runner.close()
                 self.runner = None
+        finally:
+            self._lock.release()
 
 
 def remove_sandboxes(runner) -> None:

@@ -200,3 +200,24 @@ def test_a_request_outside_any_session_gets_a_sandbox_of_its_own(start_http, doc
     assert "bash" in {t.name for t in tools.tools} and not one.is_error
     assert two.is_error  # a fresh sandbox per request: nothing of the first remains
     assert not containers_of(docker_client, server.pid)
+
+
+@pytest.mark.parametrize("headers, status", [({"Host": "attacker.example:8765"}, 421),
+                                             ({"Origin": "http://attacker.example"}, 403)])
+def test_a_page_elsewhere_cannot_drive_the_loopback_server(start_http, docker_client, headers, status):
+    """DNS rebinding or a cross-site page: a Host or Origin that is not loopback is refused before
+    any session (or sandbox) exists."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    server = start_http()
+    u = urlsplit(server.url)
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "page", "version": "0"}}})
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    conn.request("POST", u.path, body, headers={"Content-Type": "application/json",
+                                                "Accept": "application/json, text/event-stream",
+                                                "Host": f"{u.hostname}:{u.port}", **headers})
+    assert conn.getresponse().status == status
+    conn.close()
+    assert not containers_of(docker_client, server.pid)
