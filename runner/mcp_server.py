@@ -66,6 +66,7 @@ class Session:
         self._lock = threading.Lock()
         self._relay: Callable[[str], None] | None = None
         self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
+        self.turn: anyio.Semaphore | None = None  # whose request runs next (made in the event loop)
         self.closed = False
         self.last_used = time.monotonic()
 
@@ -217,18 +218,56 @@ class ProgressRelay:
         self._send.close()
 
 
-def build_server(session_for: Callable[[Any], tuple[Session, bool]]) -> Server:
+async def _in_turn(session: Session, work: Callable[[], Any], abandon: bool, limiter) -> Any:
+    """work() on a worker thread, one at a time per session. Requests waiting for their turn hold
+    no thread, so one client flooding its session cannot starve the others; the turn passes on
+    when the thread is done, even one whose request was cancelled and abandoned it."""
+    if session.turn is None:
+        session.turn = anyio.Semaphore(1)
+    turn, token = session.turn, anyio.lowlevel.current_token()
+    await turn.acquire()
+    guard, state = threading.Lock(), {"started": False, "gave_up": False}
+
+    def run():
+        with guard:
+            if state["gave_up"]:
+                return None
+            state["started"] = True
+        try:
+            return work()
+        finally:
+            try:
+                anyio.from_thread.run_sync(turn.release, token=token)
+            except Exception:  # the loop is gone: nobody waits for the turn
+                pass
+
+    try:
+        return await anyio.to_thread.run_sync(run, abandon_on_cancel=abandon, limiter=limiter)
+    except BaseException:
+        with guard:
+            if not state["started"]:  # cancelled before the thread began: it never will
+                state["gave_up"] = True
+                turn.release()
+        raise
+
+
+def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: int) -> Server:
     """The MCP server: tools/list and tools/call, each against the session `session_for(ctx)`
-    names (and closes afterwards when it says the session is one request's only)."""
+    names (and closes afterwards when it says the session is one request's only); at most
+    `threads` Runner calls at once (one per session is all that ever runs)."""
     from . import __version__
+
+    limiter: list[anyio.CapacityLimiter] = []
 
     async def in_session(ctx, fn, *args, abandon: bool = False):
         """fn(session, *args) on a worker thread. abandon: a cancelled request (its client gone)
         stops waiting at once; the call runs on until it ends or its session is closed."""
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(threads))
         session, one_shot = session_for(ctx)
         session.requests += 1
         try:
-            return await anyio.to_thread.run_sync(functools.partial(fn, session, *args), abandon_on_cancel=abandon)
+            return await _in_turn(session, functools.partial(fn, session, *args), abandon, limiter[0])
         finally:
             session.requests -= 1
             session.last_used = time.monotonic()
@@ -301,7 +340,7 @@ async def _close_on_signal(session: Session) -> None:
 async def _serve_stdio(session: Session) -> None:
     from mcp.server.stdio import stdio_server
 
-    server = build_server(lambda ctx: (session, False))
+    server = build_server(lambda ctx: (session, False), threads=2)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_close_on_signal, session)
@@ -445,7 +484,7 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
     import uvicorn
 
     registry = Registry(opts)
-    server = build_server(registry.session_for)
+    server = build_server(registry.session_for, threads=opts.max_sessions + 2)
     app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout,
                                      max_sessions=opts.max_sessions)
     config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",

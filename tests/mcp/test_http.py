@@ -221,3 +221,37 @@ def test_a_page_elsewhere_cannot_drive_the_loopback_server(start_http, docker_cl
     assert conn.getresponse().status == status
     conn.close()
     assert not containers_of(docker_client, server.pid)
+
+
+def test_a_session_flooded_with_calls_does_not_starve_another(start_http, workspace):
+    """Session A sends more concurrent calls than a default thread pool holds (40), the first
+    waiting for a file that session B writes. A's waiting calls hold no thread, so B's write runs;
+    had they each held one, B would wait behind them and A's first call would time out."""
+    server = start_http()
+    from contextlib import AsyncExitStack
+
+    async def main():
+        async with AsyncExitStack() as stack:
+            a = await open_session(stack, server.url)
+            b = await open_session(stack, server.url)
+            await a.call_tool("bash", {"command": "true"})
+            results = []
+
+            async def a_call(i):
+                command = "touch started; until [ -f go ]; do sleep 0.1; done; echo ok" if i == 0 else "echo ok"
+                results.append(await a.call_tool("bash", {"command": command, "timeout": 60}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(a_call, 0)
+                while not (workspace / "started").exists():
+                    await anyio.sleep(0.05)
+                for i in range(1, 45):
+                    tg.start_soon(a_call, i)
+                await anyio.sleep(1)  # let A's other calls reach the server (sooner only makes this pass)
+                wrote = await b.call_tool("write", {"path": "go", "content": "go\n"})
+            return wrote, results
+
+    wrote, results = anyio.run(main)
+    assert not wrote.is_error
+    assert len(results) == 45 and all(not r.is_error and text(r) == "ok\n" for r in results), \
+        [text(r) for r in results if r.is_error][:3]
