@@ -67,6 +67,7 @@ class Session:
         self._relay: Callable[[str], None] | None = None
         self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
         self.turn: anyio.Semaphore | None = None  # whose request runs next (made in the event loop)
+        self._told_skipped = False
         self.closed = False
         self.last_used = time.monotonic()
 
@@ -92,7 +93,13 @@ class Session:
 
     def tools(self) -> list[dict]:
         with self._runner() as r:
-            return mcp_tools(r)
+            tools = mcp_tools(r)
+            if not self._told_skipped:  # as `runner tools` does, on stderr (stdout is the protocol's)
+                self._told_skipped = True
+                for e in r.custom_errors():
+                    sys.stderr.write(f"runner mcp: skipped custom tool {e.get('path')} ({e.get('place')}): "
+                                     f"{e.get('error')}\n")
+            return tools
 
     def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None) -> tuple[ToolResult, bool]:
         """(the result, whether the tool list changed). relay receives bash's output as it comes."""
@@ -176,8 +183,13 @@ class ProgressRelay:
             self.total += len(text)
             self._pending.append(text)
             self._pending_chars += len(text)
-            while self._pending_chars > PENDING_PROGRESS_CHARS and len(self._pending) > 1:
+            while self._pending_chars > PENDING_PROGRESS_CHARS:
                 old = self._pending.popleft()
+                if not self._pending:  # one piece larger than the bound: keep its end
+                    self._pending.append(old[-PENDING_PROGRESS_CHARS:])
+                    self._dropped += len(old) - PENDING_PROGRESS_CHARS
+                    self._pending_chars = PENDING_PROGRESS_CHARS
+                    break
                 self._pending_chars -= len(old)
                 self._dropped += len(old)
         try:

@@ -37,6 +37,24 @@ def test_a_client_that_reads_no_progress_keeps_memory_bounded_and_gets_the_newes
     assert sent[-1][0] == sum(len(line) for line in lines)  # progress counts all output, relayed or not
 
 
+def test_one_piece_larger_than_the_bound_keeps_its_end():
+    async def main():
+        sent = []
+
+        async def report(done, total, message):
+            sent.append(message)
+
+        relay = ProgressRelay(report)
+        await anyio.to_thread.run_sync(relay.feed, "a" * 10 * PENDING_PROGRESS_CHARS + "END\n")
+        relay.stop()
+        await relay.run()
+        return sent
+
+    sent = anyio.run(main)
+    assert len(sent) == 1 and sent[0].endswith("aEND\n") and len(sent[0]) < PENDING_PROGRESS_CHARS + 100
+    assert f"{9 * PENDING_PROGRESS_CHARS + 4} characters of output not relayed" in sent[0]
+
+
 def test_a_report_that_fails_stops_the_relay_not_the_call():
     async def main():
         async def report(done, total, message):
