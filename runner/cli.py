@@ -132,6 +132,29 @@ def session(
     raise typer.Exit(guarded(do_session, workspace, executor, policy, protect))
 
 
+@app.command()
+def mcp(
+    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
+    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
+    policy: Optional[str] = typer.Option(None, help="policy name or file"),
+    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+    http: bool = typer.Option(False, "--http", help="serve streamable HTTP instead of stdio"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (--http)"),
+    port: int = typer.Option(8765, "--port", help="port to listen on (--http; 0 picks a free one)"),
+    idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an idle HTTP session and its sandbox are removed"),
+    max_sessions: int = typer.Option(32, "--max-sessions", help="HTTP sessions (so sandboxes) at once; more are refused"),
+):
+    """An MCP server (stdio, or streamable HTTP with --http) serving the policy's tools; one sandbox per MCP session."""
+    try:
+        from .mcp_server import Options, serve_http, serve_stdio
+    except ImportError as e:
+        raise fail(f"runner mcp needs the MCP SDK ({e}): pip install 'runner[mcp]'") from None
+
+    opts = Options(workspace=workspace, executor=executor, policy=policy, protect=list(protect), idle_timeout=idle_timeout,
+                   max_sessions=max_sessions)
+    raise typer.Exit(guarded(serve_http, opts, host, port) if http else guarded(serve_stdio, opts))
+
+
 @policy_app.command("show")
 def policy_show(
     name: str = typer.Argument("default", help="preset name or YAML file"),

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 STREAM_MAX_CHARS = 30_000  # bash/exec: TOOLS.md
 STREAM_MAX_LINES = 256
@@ -25,13 +26,16 @@ class ResultStore:
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="runner-results-"))
+        # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
+        # progress. It runs on the thread that reads the tool's output and must not raise.
+        self.on_output: Callable[[str, str], None] | None = None
 
     def path(self, call_id: str) -> Path:
         safe = "".join(ch for ch in call_id if ch.isalnum() or ch in "-_.")[:100] or "call"
         return self.dir / f"{safe}.out"
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
-        return OutputSink(self.path(call_id), call_id, caps)
+        return OutputSink(self.path(call_id), call_id, caps, on_output=self.on_output)
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
         """Lines offset.. of a kept output, or None if there is none for that call id."""
@@ -66,8 +70,10 @@ class OutputSink:
     """Receives text as it comes. Small outputs stay in memory; past the caps everything goes
     to a spill file on disk, so memory stays flat however much arrives."""
 
-    def __init__(self, path: Path, call_id: str, caps: Caps) -> None:
+    def __init__(self, path: Path, call_id: str, caps: Caps,
+                 on_output: Callable[[str, str], None] | None = None) -> None:
         self.path, self.call_id, self.caps = path, call_id, caps
+        self.on_output = on_output
         self.f = None
         self.buf: list[str] = []
         self.chars = 0
@@ -77,6 +83,8 @@ class OutputSink:
     def write(self, text: str) -> None:
         if not text:
             return
+        if self.on_output is not None:
+            self.on_output(self.call_id, text)
         self.chars += len(text)
         self.newlines += text.count("\n")
         self.ends_with_newline = text.endswith("\n")

@@ -14,8 +14,9 @@ def _one(spec, fmt: str) -> dict:
         return {"type": "function", "function": {"name": spec.name, "description": spec.description, "parameters": schema}}
     if fmt == "anthropic":
         return {"name": spec.name, "description": spec.description, "input_schema": schema}
-    if fmt == "mcp":
-        return {"name": spec.name, "description": spec.description, "inputSchema": schema}
+    if fmt == "mcp":  # MCP has no field for guidance: it follows the description
+        text = f"{spec.description}\n\n{spec.guidance}" if spec.guidance else spec.description
+        return {"name": spec.name, "description": text, "inputSchema": schema}
     return {"name": spec.name, "description": spec.description, "guidance": spec.guidance, "parameters": schema,
             "source": spec.source, "writes": spec.writes, "network": spec.network, "needs_approval": spec.needs_approval}
 
