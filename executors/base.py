@@ -309,6 +309,8 @@ class Executor(ABC):
               cancel: threading.Event | None = None) -> ExecResult:
         if stdin is not None and req.stdin is not None:
             raise ValueError("give stdin either in the request or as a stream, not both")
+        if cancel is not None and cancel.is_set():
+            raise ExecCancelled(f"cancelled before {req.argv[0]} started")
         started = time.monotonic()
         proc = self.spawn(req)
         out: dict[str, list[bytes]] = {"stdout": [], "stderr": []}
@@ -469,12 +471,30 @@ _REASONS = ("not-found", "not-executable", "is-directory", "no-cwd", "cwd-denied
 
 
 async def _in_thread(fn, cancel: threading.Event | None):
-    """Run fn in a worker thread without blocking the event loop. On cancellation: set `cancel`
-    (fn then kills its command), wait until fn has returned, and only then re-raise. Waiting
-    tolerates a cancellation delivered again at every await (anyio's cancel scopes do that)."""
+    """Run fn in a thread of its own (not a pool's: a long command must not hold up the others)
+    without blocking the event loop. On cancellation: set `cancel` (fn then kills its command),
+    wait until fn has returned, and only then re-raise. Waiting tolerates a cancellation
+    delivered again at every await (anyio's cancel scopes do that)."""
     import asyncio
 
-    fut = asyncio.get_running_loop().run_in_executor(None, fn)
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def settle(ok: bool, value) -> None:
+        if not fut.done():
+            fut.set_result(value) if ok else fut.set_exception(value)
+
+    def run() -> None:
+        try:
+            ok, value = True, fn()
+        except BaseException as e:  # handed to the awaiting task
+            ok, value = False, e
+        try:
+            loop.call_soon_threadsafe(settle, ok, value)
+        except RuntimeError:
+            pass  # the loop is closed: nobody waits any more
+
+    threading.Thread(target=run, name="runner-async", daemon=True).start()
     try:
         return await asyncio.shield(fut)
     except asyncio.CancelledError:
