@@ -169,7 +169,11 @@ if [ -n "$user" ]; then
   u=${user%%:*} g=
   case $user in *:*) g=${user#*:};; esac
   case $u in *[!0-9]*) id -u -- "$u" >/dev/null 2>&1 || { echo unknown-user; exit 0; };; esac
-  case $g in ''|*[!0-9]*) [ -z "$g" ] || grep -q "^$g:" /etc/group 2>/dev/null || { echo unknown-group; exit 0; };; esac
+  case $g in *[!0-9]*)
+    found=
+    while IFS=: read -r name rest; do [ "$name" = "$g" ] && found=1; done < /etc/group
+    [ -n "$found" ] || { echo unknown-group; exit 0; };;
+  esac
 fi
 if [ -n "$cwd" ]; then
   if [ ! -d "$cwd" ]; then echo no-cwd; exit 0; fi

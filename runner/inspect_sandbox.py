@@ -100,10 +100,10 @@ def _exec_failure(res, cmd: list[str]) -> Exception | None:
 class RunnerSandboxEnvironment(SandboxEnvironment):
     """One sample's runner sandbox: a hardened docker container of runner's `executors`."""
 
-    def __init__(self, executor, workspace: Path, config: RunnerSandboxConfig) -> None:
+    def __init__(self, executor, home: Path, config: RunnerSandboxConfig) -> None:
         super().__init__()
         self.executor = executor
-        self.workspace = workspace
+        self.home = home  # holds the workspace mounted at /workspace; removed with the sample
         self.config = config
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -133,16 +133,20 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         from executors.docker import DockerExecutor
 
         cfg = _config(config)
-        workspace = Path(tempfile.mkdtemp(prefix="runner-inspect-"))
-        workspace.chmod(0o777)  # the sandbox user (1000) writes here
+        # The sandbox user (1000) writes the workspace, so it is open to all; its parent is
+        # mkdtemp's 0700, so no other user of this machine can reach it.
+        home = Path(tempfile.mkdtemp(prefix="runner-inspect-"))
+        workspace = home / "workspace"
+        workspace.mkdir()
+        workspace.chmod(0o777)
         executor = DockerExecutor(_sandbox_config(cfg, workspace, task_name))
         try:
             await anyio.to_thread.run_sync(executor.start)
         except BaseException:
             await anyio.to_thread.run_sync(executor.stop)
-            shutil.rmtree(workspace, ignore_errors=True)
+            shutil.rmtree(home, ignore_errors=True)
             raise
-        return {"default": cls(executor, workspace, cfg)}
+        return {"default": cls(executor, home, cfg)}
 
     @classmethod
     async def sample_cleanup(cls, task_name: str, config: SandboxEnvironmentConfigType | None,
@@ -162,7 +166,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
             pass
         finally:
             self.executor.stop()
-            shutil.rmtree(self.workspace, ignore_errors=True)
+            shutil.rmtree(self.home, ignore_errors=True)
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:

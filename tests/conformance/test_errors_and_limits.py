@@ -124,6 +124,9 @@ def test_an_unknown_user_is_told_even_when_the_engine_says_nothing(sandbox, requ
     res = ex.exec(ExecRequest(argv=["id"], user="nosuchuser"))
     assert res.start_failure is not None and res.start_failure.reason == "unknown-user"
     assert b"nosuchuser" in res.stderr and res.exit_code == 126
+    res = ex.exec(ExecRequest(argv=["id"], user="1000:nosuchgroup"))
+    assert res.start_failure is not None and res.start_failure.reason == "unknown-group"
+    assert b"nosuchgroup" in res.stderr
     res = ex.exec(ExecRequest(argv=["id", "-u"], user="1000:1000"))
     assert (res.exit_code, res.stdout, res.start_failure) == (0, b"1000\n", None)
 
