@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from .base import MAX_GET_FILE, Executor, FailedProcess, Process, start_failure
-from .errors import FileTooLarge
+from .errors import FileTooLarge, InvalidConfig
 from .models import ExecRequest, Limits
 
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
@@ -74,6 +74,9 @@ class LocalExecutor(Executor):
         self.env.update(env or {})
 
     def spawn(self, req: ExecRequest) -> Process:
+        if req.user is not None and not _is_me(req.user):
+            raise InvalidConfig(f"the local executor runs every command as this process's user "
+                                f"(uid {os.getuid()}); it cannot run one as {req.user!r}")
         cwd = self.workdir / req.cwd if req.cwd else self.workdir
         env = {**self.env, **req.env}
         try:
@@ -153,3 +156,24 @@ class LocalExecutor(Executor):
         if max_size is not None and len(data) > max_size:
             raise FileTooLarge(str(p), max_size)
         return data
+
+
+def _is_me(user: str) -> bool:
+    """Whether `user` ("name", "uid", "name:group", "uid:gid") is this process's user and group."""
+    import grp
+    import pwd
+
+    name, _, group = user.partition(":")
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        me = None
+    if name not in (str(os.getuid()), me):
+        return False
+    if not group:
+        return True
+    try:
+        my_group = grp.getgrgid(os.getgid()).gr_name
+    except KeyError:
+        my_group = None
+    return group in (str(os.getgid()), my_group)

@@ -20,7 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import MAX_GET_FILE, Executor, Process
-from .errors import EngineUnavailable, ExecutorError, FileTooLarge, SandboxGone
+from .errors import EngineUnavailable, ExecutorError, FileTooLarge, InvalidConfig, SandboxGone
 from .models import ExecRequest
 from .posix import KILL_SESSION
 
@@ -255,6 +255,10 @@ class SSHExecutor(Executor):
 
     def spawn(self, req: ExecRequest) -> Process:
         import paramiko
+
+        if req.user is not None and req.user.partition(":")[0] != self.config.user:
+            raise InvalidConfig(f"the ssh executor runs every command as {self.config.user} on "
+                                f"{self.config.host}; it cannot run one as {req.user!r}")
 
         try:
             chan = self._transport().open_session(timeout=self.config.connect_timeout)

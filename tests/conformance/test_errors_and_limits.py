@@ -117,10 +117,23 @@ def test_a_command_that_ran_and_exited_126_or_127_is_its_own_result(sandbox):
     assert res.exit_code == 127 and res.start_failure is None and b"no-such-command-inside" in res.stderr
 
 
+def test_a_backend_that_cannot_switch_users_refuses_to(sandbox, request):
+    """Asked for another user, it must not run the command as its own (root, here)."""
+    from executors.errors import InvalidConfig
+
+    ex, _ = sandbox
+    if request.node.callspec.id.startswith("docker"):
+        pytest.skip("docker runs a command as any user of the image")
+    with pytest.raises(InvalidConfig, match="nobody"):
+        ex.exec(ExecRequest(argv=["id", "-u"], user="nobody"))
+    me = sh(ex, "id -un").stdout.decode().strip()
+    assert ex.exec(ExecRequest(argv=["id", "-un"], user=me)).stdout.decode().strip() == me
+
+
 def test_an_unknown_user_is_told_even_when_the_engine_says_nothing(sandbox, request):
     ex, _ = sandbox
     if not request.node.callspec.id.startswith("docker"):
-        pytest.skip("this backend runs every command as its own user")
+        pytest.skip("this backend runs every command as its own user (it refuses any other)")
     res = ex.exec(ExecRequest(argv=["id"], user="nosuchuser"))
     assert res.start_failure is not None and res.start_failure.reason == "unknown-user"
     assert b"nosuchuser" in res.stderr and res.exit_code == 126
