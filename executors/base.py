@@ -10,11 +10,12 @@ from __future__ import annotations
 import queue
 import threading
 import time
+import typing
 from abc import ABC, abstractmethod
 from typing import BinaryIO, Callable, Iterator
 
 from .errors import ExecCancelled, FileTooLarge, file_error
-from .models import OOM_EXIT, TIMEOUT_EXIT, ExecRequest, ExecResult, StartFailure
+from .models import OOM_EXIT, TIMEOUT_EXIT, ExecRequest, ExecResult, StartFailure, StartReason
 
 OutputCallback = Callable[[str, bytes], None]
 """Called with ("stdout" | "stderr", chunk) as output arrives."""
@@ -471,7 +472,7 @@ def _kill_draining(proc: Process) -> None:
         stop.set()
 
 
-_REASONS = ("not-found", "not-executable", "is-directory", "no-cwd", "cwd-denied", "unknown-user", "unknown-group")
+_REASONS = typing.get_args(StartReason)
 
 
 async def _in_thread(fn, cancel: threading.Event | None):
