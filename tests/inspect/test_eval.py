@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("inspect_ai")
-
 
 def test_an_eval_with_sandbox_runner_runs_end_to_end(tmp_path, no_leaks, docker_client):
     from inspect_ai import Task, eval

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import random
 
+import anyio
 import pytest
 
-pytest.importorskip("inspect_ai")
-
-import anyio  # noqa: E402
-
-from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment  # noqa: E402
+from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 

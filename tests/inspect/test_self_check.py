@@ -8,15 +8,11 @@ refuses root (SandboxUserUnsupportedError). With the `root: true` loosening it p
 from __future__ import annotations
 
 import pytest
+from inspect_ai.util import SandboxUserUnsupportedError
+from inspect_ai.util._sandbox import self_check
+from inspect_ai.util._sandbox.self_check import *  # noqa: F401,F403
 
-pytest.importorskip("inspect_ai")
-
-from inspect_ai.util._sandbox import self_check  # noqa: E402
-from inspect_ai.util._sandbox.self_check import *  # noqa: E402,F401,F403
-
-from inspect_ai.util import SandboxUserUnsupportedError  # noqa: E402
-
-from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment  # noqa: E402
+from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 
