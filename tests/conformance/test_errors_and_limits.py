@@ -208,3 +208,23 @@ def test_cancelling_aexec_kills_the_command(sandbox):
         ev.set()
         ex.exec(ExecRequest(argv=["sleep", marker]), cancel=ev)
     assert f"sleep {marker}" not in ex.exec(ExecRequest(argv=["ps", "-eo", "args"])).stdout.decode()
+
+
+def test_the_local_backend_never_follows_a_symlink_it_is_handed(tmp_path):
+    """The local backend's files are this machine's: a link planted at the path must not send a
+    read or a write elsewhere (the docker and ssh backends resolve paths inside the sandbox)."""
+    import os
+
+    from executors.local import LocalExecutor
+
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"precious")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.symlink(outside, ws / "link")
+    ex = LocalExecutor(ws)
+    with pytest.raises(OSError, match="link"):
+        ex.get_file("link")
+    with pytest.raises(OSError, match="link"):
+        ex.put_file("link", b"overwritten")
+    assert outside.read_bytes() == b"precious"
