@@ -5,8 +5,9 @@
         print(ex.run(["echo", "hi"]).stdout)
 """
 from .base import Executor, Process
-from .errors import EngineUnavailable, ExecutorError, ImageNotFound, InvalidConfig, SandboxGone
-from .models import DEFAULT_LIMITS, ExecRequest, ExecResult, Limits, parse_size
+from .errors import (EngineUnavailable, ExecCancelled, ExecutorError, FileTooLarge, ImageNotFound, InvalidConfig,
+                     SandboxGone)
+from .models import DEFAULT_LIMITS, ExecRequest, ExecResult, Limits, StartFailure, parse_size
 
 BACKENDS = {
     "local": "executors.local:LocalExecutor",
@@ -28,6 +29,7 @@ def get_executor(name: str, **config) -> Executor:
 
 
 __all__ = [
-    "DEFAULT_LIMITS", "EngineUnavailable", "ExecRequest", "ExecResult", "Executor", "ExecutorError",
-    "ImageNotFound", "InvalidConfig", "Limits", "Process", "SandboxGone", "get_executor", "parse_size",
+    "DEFAULT_LIMITS", "EngineUnavailable", "ExecCancelled", "ExecRequest", "ExecResult", "Executor", "ExecutorError",
+    "FileTooLarge", "ImageNotFound", "InvalidConfig", "Limits", "Process", "SandboxGone", "StartFailure",
+    "get_executor", "parse_size",
 ]

@@ -19,3 +19,32 @@ class SandboxGone(ExecutorError):
 
 class InvalidConfig(ExecutorError):
     """A configuration value is refused (bad mount, unsafe option without force, ...)."""
+
+
+class FileTooLarge(ExecutorError):
+    """get_file refused a file bigger than its max_size, without reading it whole."""
+
+    def __init__(self, path: str, limit: int, size: int | None = None) -> None:
+        self.path, self.limit, self.size = path, limit, size
+        what = f"{size} bytes" if size is not None else "more bytes"
+        super().__init__(f"{path}: {what} is over the limit of {limit} bytes; read it in parts (head, tail) or "
+                         f"raise max_size")
+
+
+class ExecCancelled(ExecutorError):
+    """exec was cancelled by its caller; the command was killed."""
+
+
+def file_error(code: str, path: str) -> OSError:
+    """The builtin OSError subclass for an errno name reported from inside a sandbox, naming the path."""
+    import errno
+
+    kinds = {
+        "ENOENT": (FileNotFoundError, "no such file or directory"),
+        "EACCES": (PermissionError, "permission denied"),
+        "EISDIR": (IsADirectoryError, "is a directory"),
+        "ENOTDIR": (NotADirectoryError, "a parent of it is not a directory"),
+        "EINVAL": (OSError, "not a regular file"),
+    }
+    cls, text = kinds.get(code, (OSError, f"failed ({code})"))
+    return cls(getattr(errno, code, errno.EIO), text, path)

@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import resource
 import signal
+import stat
 import subprocess
 from pathlib import Path
 
-from .base import Executor, Process
+from .base import MAX_GET_FILE, Executor, FailedProcess, Process, start_failure
+from .errors import FileTooLarge, InvalidConfig
 from .models import ExecRequest, Limits
 
 BASE_ENV_KEYS = ("PATH", "LANG", "LC_ALL", "TZ", "TERM")
@@ -57,28 +59,6 @@ class LocalProcess(Process):
                 pass
 
 
-class FailedProcess(Process):
-    """A command that could not start (not found, not executable): exit 127/126 like a shell."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__()
-        self.code = code
-        self._push("stderr", message.encode() + b"\n")
-        self._push("eof", b"")
-
-    def write(self, data: bytes) -> None:
-        raise BrokenPipeError("command did not start")
-
-    def close_stdin(self) -> None:
-        pass
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        return self.code
-
-    def kill(self) -> None:
-        pass
-
-
 class LocalExecutor(Executor):
     """Run commands on this machine. `workdir` is the default cwd; env starts from an allowlist."""
 
@@ -94,6 +74,9 @@ class LocalExecutor(Executor):
         self.env.update(env or {})
 
     def spawn(self, req: ExecRequest) -> Process:
+        if req.user is not None and not _is_me(req.user):
+            raise InvalidConfig(f"the local executor runs every command as this process's user "
+                                f"(uid {os.getuid()}); it cannot run one as {req.user!r}")
         cwd = self.workdir / req.cwd if req.cwd else self.workdir
         env = {**self.env, **req.env}
         try:
@@ -101,13 +84,23 @@ class LocalExecutor(Executor):
                 req.argv, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, start_new_session=True, preexec_fn=self._preexec(),
             )
-        except FileNotFoundError as e:
-            if not cwd.is_dir():
-                return FailedProcess(126, f"runner: cwd {cwd}: no such directory")
-            return FailedProcess(127, f"runner: {req.argv[0]}: command not found ({e.strerror})")
-        except PermissionError as e:
-            return FailedProcess(126, f"runner: {req.argv[0]}: permission denied ({e.strerror})")
+        except (FileNotFoundError, NotADirectoryError):
+            return FailedProcess(start_failure("not-found" if cwd.is_dir() else "no-cwd", req))
+        except PermissionError:
+            if not os.access(cwd, os.X_OK):
+                return FailedProcess(start_failure("cwd-denied", req))
+            exe = self._which(req.argv[0], cwd, env)
+            return FailedProcess(start_failure("is-directory" if exe and os.path.isdir(exe) else "not-executable", req))
         return LocalProcess(popen)
+
+    @staticmethod
+    def _which(cmd: str, cwd: Path, env: dict[str, str]) -> str | None:
+        if "/" in cmd:
+            return str(cwd / cmd)
+        for d in env.get("PATH", "").split(":"):
+            if d and os.path.lexists(os.path.join(d, cmd)):
+                return os.path.join(d, cmd)
+        return None
 
     def _preexec(self):
         lim = self.limits
@@ -119,11 +112,68 @@ class LocalExecutor(Executor):
 
         return apply
 
-    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+    # Files: this machine's, never through a symlink at the last component, never a file that is
+    # not regular (a FIFO would block), reads bounded; errors are the builtin ones, naming the path.
+    def put_file(self, path: str, data: bytes, mode: int | None = None) -> None:
         p = self.workdir / path
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
-        p.chmod(mode)
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:
+            raise NotADirectoryError(20, "a parent of it is not a directory", str(p)) from None
+        existed = os.path.lexists(p)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(22, "not a regular file", str(p))
+            os.ftruncate(fd, 0)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            if mode is not None or not existed:
+                os.fchmod(fd, 0o644 if mode is None else mode)
+        finally:
+            os.close(fd)
 
-    def get_file(self, path: str) -> bytes:
-        return (self.workdir / path).read_bytes()
+    def get_file(self, path: str, max_size: int | None = MAX_GET_FILE) -> bytes:
+        p = self.workdir / path
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(21, "is a directory", str(p))
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(22, "not a regular file", str(p))
+            if max_size is not None and st.st_size > max_size:
+                raise FileTooLarge(str(p), max_size, st.st_size)
+            want = st.st_size + 1 if max_size is None else max_size + 1
+            chunks, got = [], 0
+            while got < want and (chunk := os.read(fd, min(1 << 20, want - got))):
+                chunks.append(chunk)
+                got += len(chunk)
+        finally:
+            os.close(fd)
+        data = b"".join(chunks)
+        if max_size is not None and len(data) > max_size:
+            raise FileTooLarge(str(p), max_size)
+        return data
+
+
+def _is_me(user: str) -> bool:
+    """Whether `user` ("name", "uid", "name:group", "uid:gid") is this process's user and group."""
+    import grp
+    import pwd
+
+    name, _, group = user.partition(":")
+    try:
+        me = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        me = None
+    if name not in (str(os.getuid()), me):
+        return False
+    if not group:
+        return True
+    try:
+        my_group = grp.getgrgid(os.getgid()).gr_name
+    except KeyError:
+        my_group = None
+    return group in (str(os.getgid()), my_group)

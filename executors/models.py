@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 _UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
@@ -54,6 +56,8 @@ class ExecRequest(BaseModel):
     stdin: bytes | None = None
     timeout: float | None = Field(default=None, gt=0, description="seconds; None = no limit")
     user: str | None = None
+    max_output: int | None = Field(default=None, gt=0, description="bytes kept per stream; past it the command is "
+                                   "killed and the result says output_limited")
 
     @field_validator("argv")
     @classmethod
@@ -70,6 +74,23 @@ TIMEOUT_EXIT = 124
 OOM_EXIT = 137
 
 
+StartReason = Literal["not-found", "not-executable", "is-directory", "no-cwd", "cwd-denied", "unknown-user",
+                      "unknown-group"]
+NOT_FOUND_EXIT = 127
+NOT_STARTED_EXIT = 126
+
+
+class StartFailure(BaseModel):
+    """Why a command never started: told apart from a command that ran and exited 126/127."""
+
+    reason: StartReason
+    message: str
+
+    @property
+    def exit_code(self) -> int:
+        return NOT_FOUND_EXIT if self.reason == "not-found" else NOT_STARTED_EXIT
+
+
 class ExecResult(BaseModel):
     """What a command did. stdout/stderr are empty when the output was streamed to a callback."""
 
@@ -78,6 +99,10 @@ class ExecResult(BaseModel):
     stderr: bytes = b""
     timed_out: bool = False
     oom_killed: bool = False
+    output_limited: bool = Field(default=False, description="a stream passed the request's max_output: the "
+                                 "command was killed and the output kept is its first max_output bytes")
+    start_failure: StartFailure | None = Field(default=None, description="set when the command never started; "
+                                               "exit_code is then 127 (not found) or 126, stderr runner's message")
     duration: float = 0.0
 
     @property

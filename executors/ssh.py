@@ -19,8 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .base import Executor, Process
-from .errors import EngineUnavailable, ExecutorError, SandboxGone
+from .base import MAX_GET_FILE, Executor, Process
+from .errors import EngineUnavailable, ExecutorError, FileTooLarge, InvalidConfig, SandboxGone
 from .models import ExecRequest
 from .posix import KILL_SESSION
 
@@ -269,6 +269,10 @@ class SSHExecutor(Executor):
     def spawn(self, req: ExecRequest) -> Process:
         import paramiko
 
+        if req.user is not None and req.user.partition(":")[0] != self.config.user:
+            raise InvalidConfig(f"the ssh executor runs every command as {self.config.user} on "
+                                f"{self.config.host}; it cannot run one as {req.user!r}")
+
         try:
             line = self.command_line(req)
             chan = self._transport().open_session(timeout=self.config.connect_timeout)
@@ -282,7 +286,9 @@ class SSHExecutor(Executor):
     def _sftp(self):
         return self._transport().open_sftp_client()
 
-    def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+    def put_file(self, path: str, data: bytes, mode: int | None = None) -> None:
+        import stat as st
+
         sftp = self._sftp()
         try:
             parts = posixpath.dirname(path).split("/")
@@ -290,21 +296,52 @@ class SSHExecutor(Executor):
                 d = "/".join(parts[:i])
                 if d:
                     try:
-                        sftp.stat(d)
+                        if not st.S_ISDIR(sftp.stat(d).st_mode):
+                            raise NotADirectoryError(20, "a parent of it is not a directory", path)
                     except FileNotFoundError:
                         sftp.mkdir(d)
-            with sftp.open(path, "wb") as f:
+            try:
+                old = sftp.stat(path).st_mode
+            except FileNotFoundError:
+                old = None
+            if old is not None and st.S_ISDIR(old):
+                raise IsADirectoryError(21, "is a directory", path)
+            if old is not None and not st.S_ISREG(old):
+                raise OSError(22, "not a regular file", path)
+            with sftp.open(path, "wb") as f:  # in place: an existing file keeps its mode
                 f.write(data)
-            sftp.chmod(path, mode)
+            if mode is not None or old is None:
+                sftp.chmod(path, 0o644 if mode is None else mode)
+        except OSError as e:
+            raise _named(e, path) from None
         finally:
             sftp.close()
 
-    def get_file(self, path: str) -> bytes:
+    def get_file(self, path: str, max_size: int | None = MAX_GET_FILE) -> bytes:
+        import stat as st
+
         sftp = self._sftp()
         try:
+            info = sftp.stat(path)
+            if st.S_ISDIR(info.st_mode):
+                raise IsADirectoryError(21, "is a directory", path)
+            if not st.S_ISREG(info.st_mode):
+                raise OSError(22, "not a regular file", path)
+            if max_size is not None and info.st_size > max_size:
+                raise FileTooLarge(path, max_size, info.st_size)
             with sftp.open(path, "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            raise FileNotFoundError(f"get_file {path}: no such file on {self.config.host}") from None
+                data = f.read(max_size + 1) if max_size is not None else f.read()
+            if max_size is not None and len(data) > max_size:
+                raise FileTooLarge(path, max_size)
+            return data
+        except OSError as e:
+            raise _named(e, path) from None
         finally:
             sftp.close()
+
+
+def _named(e: OSError, path: str) -> OSError:
+    """paramiko's IOError(errno, text) as the builtin subclass, naming the path on the host."""
+    if e.filename or e.errno is None:
+        return e
+    return OSError(e.errno, e.strerror or str(e), path)  # OSError(errno, ...) picks the subclass

@@ -33,9 +33,9 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "runner needs Python 3.11 or newer ($python is $("$python" -V 2>&1))"
 stamp=.venv/.runner-installed
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "creating .venv and installing runner with its test dependencies and lupa (Lua tools)"
+  say "creating .venv and installing runner with its test dependencies, lupa (Lua tools) and inspect_ai (its sandbox provider)"
   [ -x .venv/bin/python ] || "$python" -m venv .venv
-  .venv/bin/pip install -q -e '.[test,lua]' >&2
+  .venv/bin/pip install -q -e '.[test,lua,inspect]' >&2
   touch "$stamp"
 fi
 

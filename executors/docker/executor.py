@@ -14,7 +14,7 @@ import uuid
 import threading
 import time
 
-from ..base import Executor, Process
+from ..base import Executor, FailedProcess, Process, start_failure
 from ..errors import SandboxGone
 from ..models import ExecRequest
 from . import labels as L
@@ -130,13 +130,29 @@ class DockerExecutor(Executor):
             raise
         return ExecProcess(self.client, self.container.id, ex["Id"], sock, user, started)
 
-    def _spawn_container(self, req: ExecRequest) -> ContainerProcess:
+    def _spawn_container(self, req: ExecRequest) -> Process:
+        import docker.errors
+
         started = time.time()
         c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user)
         try:
             sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-            c.start()
+            try:
+                c.start()
+            except docker.errors.APIError as e:
+                # The engine refuses to start a container whose user it cannot find (its message
+                # is not always there): tell that apart from an engine failure by looking.
+                c.remove(force=True)
+                failure = self.diagnose_start(req) if req.user else None
+                if failure is None and "unable to find user" in str(e):
+                    failure = start_failure("unknown-user", req)
+                if failure is None:
+                    raise
+                return FailedProcess(failure)
             return ContainerProcess(c, sock, started)
         except BaseException:
-            c.remove(force=True)
+            try:
+                c.remove(force=True)
+            except Exception:
+                pass
             raise
