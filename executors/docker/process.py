@@ -113,6 +113,7 @@ class DockerStreamProcess(Process):
 
 
 RUNTIME_FAILED = 128  # what docker exec reports when the runtime lost the process
+KILL_WITHIN = 15.0  # seconds to keep starting the killer while the session is not yet gone
 
 
 class ExecProcess(DockerStreamProcess):
@@ -152,15 +153,27 @@ class ExecProcess(DockerStreamProcess):
             delay = min(delay * 2, 0.05)
 
     def kill(self) -> None:
+        """Kill the command's whole session and return once none of it is left (reaped too), so
+        the next exec finds the pids it held free. Under a fork bomb the pids limit can refuse
+        the killer's own exec: it is started again until it reports the session gone."""
         self._pid_known.wait(timeout=2)
         if self.pid is None:
             return
-        try:
-            ex = self.client.api.exec_create(self.container_id, ["/bin/sh", "-c", KILL_SESSION, "kill", str(self.pid)],
-                                             user=self.user or "")
-            self.client.api.exec_start(ex["Id"])
-        except Exception:  # the container is gone: so is the process
-            pass
+        deadline = time.monotonic() + KILL_WITHIN
+        while True:
+            try:
+                ex = self.client.api.exec_create(self.container_id,
+                                                  ["/bin/sh", "-c", KILL_SESSION, "kill", str(self.pid)],
+                                                  user=self.user or "")
+                self.client.api.exec_start(ex["Id"])
+                if self.client.api.exec_inspect(ex["Id"]).get("ExitCode") == 0:
+                    return
+            except Exception:
+                if self.gone():  # the container is gone: so is the process
+                    return
+            if time.monotonic() >= deadline or self.gone():
+                return
+            time.sleep(0.05)
 
     def oom_killed(self) -> bool:
         return _oom_event(self.client, self.container_id, self.started)
