@@ -54,6 +54,9 @@ class ExecRequest(BaseModel):
     stdin: bytes | None = None
     timeout: float | None = Field(default=None, gt=0, description="seconds; None = no limit")
     user: str | None = None
+    own_init: bool = Field(default=False, description="the command reaps orphans itself: where it is a "
+                           "fresh container's main process (docker per-call), it runs as pid 1 with no "
+                           "docker-init in front of it (which would share its stdio)")
 
     @field_validator("argv")
     @classmethod

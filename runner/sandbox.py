@@ -50,7 +50,10 @@ class Sandbox:
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
         t0 = time.monotonic()
         self.executor.start()
-        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env))
+        # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
+        # docker-init (dumpable, holding the same stdio) sits in front of the channel.
+        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
+                                                    own_init=True))
         try:
             self.proc.write(bundle.payload())
             hello = json.dumps({**self.hello_msg, "key": self._key.hex()}, ensure_ascii=False).encode("utf-8")
