@@ -1,5 +1,7 @@
 """Shell snippets for POSIX sandboxes, shared by the backends that reach one through a shell."""
 
+PID_LINE_MAX = 32  # stderr held back while looking for a wrapper's pid line (bounded, no flood)
+
 # Kill every process of the session the wrapper leads, found through /proc: portable to dash
 # and busybox (dash's kill takes no negative pids), and it also catches children that moved to
 # another process group but stayed in the session. Each round first stops every member (a

@@ -11,7 +11,7 @@ import threading
 import time
 
 from ..base import _EOF, Process
-from ..posix import KILL_SESSION
+from ..posix import KILL_SESSION, PID_LINE_MAX
 
 STREAMS = {1: "stdout", 2: "stderr"}
 # A POSIX-sh wrapper that reports its pid (a new session leader under `docker exec`, so also
@@ -75,14 +75,17 @@ class DockerStreamProcess(Process):
                 stream, data = item
                 if stream == "stderr" and self._pending_stderr is not None:
                     self._pending_stderr += data
-                    if b"\n" not in self._pending_stderr:
+                    if b"\n" not in self._pending_stderr and len(self._pending_stderr) <= PID_LINE_MAX:
                         continue
-                    line, _, rest = bytes(self._pending_stderr).partition(b"\n")
+                    head = bytes(self._pending_stderr)
                     self._pending_stderr = None
+                    line, nl, rest = head.partition(b"\n")
                     try:
+                        if not nl or len(line) > PID_LINE_MAX:
+                            raise ValueError(line)
                         self.pid = int(line)
                     except ValueError:
-                        rest = line + b"\n" + rest  # not our line: the wrapper did not run
+                        rest = head  # not our line: the wrapper did not run
                     self._pid_known.set()
                     if not rest:
                         continue

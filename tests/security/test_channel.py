@@ -362,3 +362,35 @@ def test_the_kill_script_never_forks_and_returns_once_the_session_is_gone():
     finally:
         parent.kill()
         parent.wait()
+
+
+def test_stderr_without_a_newline_is_not_held_back_looking_for_the_pid_line():
+    import socket
+    import struct
+
+    from executors.docker.process import DockerStreamProcess
+
+    class Stream(DockerStreamProcess):  # the demultiplexer alone: nothing to wait for or kill
+        def wait(self, timeout=None):
+            return 0
+
+        def kill(self):
+            pass
+
+    ours, engine = socket.socketpair()
+    proc = Stream(ours, strip_pid_line=True)
+    try:
+        for _ in range(16):  # 1.6 MB of stderr with no newline, before any pid line
+            engine.sendall(struct.pack(">BxxxL", 2, 100_000) + b"x" * 100_000)
+        engine.sendall(struct.pack(">BxxxL", 1, 2) + b"ok")
+        engine.close()
+        order, sizes = [], {"stdout": 0, "stderr": 0}
+        for stream, data in proc.output():
+            if not order or order[-1] != stream:
+                order.append(stream)
+            sizes[stream] += len(data)
+    finally:
+        proc.close()
+    assert proc.pid is None
+    assert sizes == {"stdout": 2, "stderr": 1_600_000}
+    assert order == ["stderr", "stdout"], order  # passed on as it came, not held until the end
