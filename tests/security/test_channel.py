@@ -155,9 +155,13 @@ def test_a_line_without_newline_keeps_controller_memory_bounded(tmp_path, no_lea
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     grown_mib = (got["after_kib"] - got["before_kib"]) / 1024
-    # The line bound is 4 MiB here; 64 MiB arrived. Peak growth stays near the bound.
+    # The line bound is 4 MiB here; 64 MiB went into every pipe the flooder reached. Peak growth
+    # stays near the bound.
     assert grown_mib < 32, got
-    assert got["is_error"] and "tampered" in got["text"], got
+    if runtime == "runc":  # the agent is pid 1 and non-dumpable: the flood reached no pipe of it
+        assert not got["is_error"], got
+    else:  # gVisor let it in: the over-long line ended the sandbox
+        assert got["is_error"] and "tampered" in got["text"], got
     assert got["next"].strip() == "alive", got
 
 
