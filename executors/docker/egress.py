@@ -441,7 +441,7 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
             eg.client, eg.session, eg.proxy = client, session, None
             eg.inside_name, eg.outside_name = network_names(session)
             eg.own_outside, eg.firewall = True, Firewall(session)
-            eg.inside = eg.outside = None
+            eg.inside = eg.outside = eg._log = None
             eg.stop()
     return done
 
