@@ -58,6 +58,9 @@ class ExecRequest(BaseModel):
     user: str | None = None
     max_output: int | None = Field(default=None, gt=0, description="bytes kept per stream; past it the command is "
                                    "killed and the result says output_limited")
+    own_init: bool = Field(default=False, description="the command reaps orphans itself: where it is a "
+                           "fresh container's main process (docker per-call), it runs as pid 1 with no "
+                           "docker-init in front of it (which would share its stdio)")
 
     @field_validator("argv")
     @classmethod

@@ -1,23 +1,31 @@
 """Shell snippets for POSIX sandboxes, shared by the backends that reach one through a shell."""
 
+PID_LINE_MAX = 32  # stderr held back while looking for a wrapper's pid line (bounded, no flood)
+
 # Kill every process of the session the wrapper leads, found through /proc: portable to dash
 # and busybox (dash's kill takes no negative pids), and it also catches children that moved to
 # another process group but stayed in the session. Each round first stops every member (a
-# stopped process can neither fork nor print), then kills them; rounds repeat while forks race.
+# stopped process can neither fork nor print), then kills them; rounds repeat until no member is
+# left, zombies included (a zombie still holds its slot under the pids limit until reaped), and
+# the script exits 0 only then. It never forks (no $(...), no pipe, no external command): under
+# a fork bomb the pids limit refuses every fork, and a command substitution that cannot fork
+# yields nothing, which once made this script think the session was empty and leave the bomb
+# running with the limit exhausted, so the next exec in the sandbox could not start.
 KILL_SESSION = r"""
 sid=$1
-members() {
+kill -STOP "$sid" 2>/dev/null
+round=0
+while [ "$round" -lt 1000 ]; do
+  round=$((round + 1))
+  pids=
   for f in /proc/[0-9]*/stat; do
     read -r line 2>/dev/null < "$f" || continue
     set -- ${line##*) }
-    if [ "$4" = "$sid" ]; then p=${f#/proc/}; echo "${p%/stat}"; fi
+    if [ "$4" = "$sid" ]; then p=${f#/proc/}; pids="$pids ${p%/stat}"; fi
   done
-}
-kill -STOP "$sid" 2>/dev/null
-for round in 1 2 3 4 5 6 7 8; do
-  pids=$(members)
   [ -z "$pids" ] && exit 0
   kill -STOP $pids 2>/dev/null
   kill -KILL $pids 2>/dev/null
 done
+exit 1
 """

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .base import MAX_GET_FILE, Executor, Process
 from .errors import EngineUnavailable, ExecutorError, FileTooLarge, InvalidConfig, SandboxGone
 from .models import ExecRequest
-from .posix import KILL_SESSION
+from .posix import KILL_SESSION, PID_LINE_MAX
 
 
 class HostKeyRefused(ExecutorError):
@@ -95,9 +95,11 @@ class SSHProcess(Process):
                 self._pid_known.set()
                 return bytes(self._err_head)
             self._err_head += data
-            if b"\n" in self._err_head:
-                line, _, rest = bytes(self._err_head).partition(b"\n")
+            if b"\n" in self._err_head or len(self._err_head) > PID_LINE_MAX:  # bounded: no newline-less flood
+                line, nl, rest = bytes(self._err_head).partition(b"\n")
                 try:
+                    if not nl or len(line) > PID_LINE_MAX:
+                        raise ValueError(line)
                     self.pid = int(line)
                 except ValueError:
                     rest = bytes(self._err_head)

@@ -1,6 +1,7 @@
 """Ship the in-sandbox agent (runner/toolbox, stdlib only) into any sandbox over its stdin.
 
-The sandbox runs `python3 -u -c BOOTSTRAP`; the bootstrap reads one length line and a JSON map
+The sandbox runs `python3 -u -c BOOTSTRAP`; the bootstrap reads (unbuffered: nothing of the
+protocol may sit in a reader it leaves behind) one length line and a JSON map
 of module sources, installs an in-memory importer for the package `runner_agent`, and starts
 the agent's JSON-lines loop on the same stdin. Its working directory is the workspace, so the
 first thing it does is drop '' from sys.path: a `json.py` there must not become the agent. Nothing is written to the sandbox's disk, so
@@ -15,11 +16,21 @@ from pathlib import Path
 PACKAGE = "runner_agent"
 
 BOOTSTRAP = r"""
-import sys
+import os, sys
 sys.path[:] = [p for p in sys.path if p not in ("", ".")]
 import json, importlib.abc, importlib.util
-_n = int(sys.stdin.buffer.readline())
-_mods = json.loads(sys.stdin.buffer.read(_n).decode("utf-8"))
+def _read(n):
+    out = b""
+    while len(out) < n:
+        part = os.read(0, n - len(out))
+        if not part:
+            sys.exit("runner agent: the bundle ended early")
+        out += part
+    return out
+_n = b""
+while not _n.endswith(b"\n") and len(_n) < 32:
+    _n += _read(1)
+_mods = json.loads(_read(int(_n)).decode("utf-8"))
 class _Bundle(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
         if name in _mods:

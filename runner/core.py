@@ -238,8 +238,8 @@ class Runner:
             meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
             result = self._call(tool, args if args is not None else {}, call_id, meta)
             result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
-            result.content = self.redactor.redact_obj(result.content)
-            result.meta = {k: self.redactor.redact(v) if isinstance(v, str) else v for k, v in result.meta.items()}
+            result.content = ToolResult(content=self.redactor.redact_obj(result.content)).content
+            result.meta = self.redactor.redact_obj(result.meta)
             if self.audit is not None:
                 self.audit.record_result(call_id=call_id, tool=tool, args=args, result=result,
                                          session=self.session_id, tenant=self.policy.tenant)

@@ -13,6 +13,7 @@ STREAM_MAX_CHARS = 30_000  # bash/exec: TOOLS.md
 STREAM_MAX_LINES = 256
 OTHER_MAX_CHARS = 64 * 1024  # any other tool: read pages at 50 KiB on its own
 TAIL_WINDOW = 256 * 1024  # bytes read back from the end of a spill to build the tail
+PAGE_CHUNK = 1024 * 1024  # bytes read at a time when paging through a spill
 
 
 @dataclass
@@ -38,29 +39,58 @@ class ResultStore:
         return OutputSink(self.path(call_id), call_id, caps, on_output=self.on_output)
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
-        """Lines offset.. of a kept output, or None if there is none for that call id."""
+        """Lines offset.. of a kept output, or None if there is none for that call id. The page
+        holds at most `limit` lines and `max_chars` bytes of them (so at most that many
+        characters), a longer line cut with a notice; the file is read in chunks, never whole."""
         p = self.path(call_id)
         if not p.exists():
             return None
-        out, chars, total, last = [], 0, 0, offset - 1
-        with open(p, encoding="utf-8", errors="replace", newline="") as f:
-            for n, line in enumerate(f, 1):
-                total = n
-                if n < offset or len(out) >= limit or chars >= max_chars:
-                    continue
-                out.append(line)
-                chars += len(line)
-                last = n
-        if total == 0:
+        out = bytearray()
+        line = 1  # the number of the line that starts at `pos`
+        size, ends_nl, cut = 0, True, False
+        with open(p, "rb") as f:
+            while chunk := f.read(PAGE_CHUNK):
+                size += len(chunk)
+                ends_nl = chunk.endswith(b"\n")
+                pos = 0
+                if line < offset:  # skip to the first wanted line
+                    if chunk.count(b"\n") < offset - line:
+                        line += chunk.count(b"\n")
+                        continue
+                    while line < offset:
+                        pos = chunk.index(b"\n", pos) + 1
+                        line += 1
+                while offset <= line < offset + limit and not cut and pos < len(chunk):
+                    nl = chunk.find(b"\n", pos)
+                    end = len(chunk) if nl < 0 else nl + 1
+                    room = max_chars - len(out)
+                    if end - pos > room:
+                        out += chunk[pos:pos + room]
+                        pos += room
+                        cut = True
+                        break
+                    out += chunk[pos:end]
+                    pos = end
+                    if nl < 0:
+                        break
+                    line += 1
+                line += chunk.count(b"\n", pos)
+        total = line - 1 + (0 if ends_nl or not size else 1)
+        if size == 0:
             return "(the output was empty)"
         if offset > total:
             return f"offset {offset} is past the end: the output of {call_id} has {total} lines"
-        text = "".join(out)
+        text = out.decode("utf-8", errors="replace")
+        if cut:
+            shown = offset + text.count("\n")
+            nxt = shown + 1
+            more = f"continue with offset {nxt}" if nxt <= total else "end of output"
+            return text + (f"\n[line {shown} is cut here: a page holds at most {max_chars} characters; "
+                           f"lines {offset}-{shown} of {total}; {more}]")
+        last = min(offset + limit - 1, total)
         if last < total:
-            text += f"\n[lines {offset}-{last} of {total}; continue with offset {last + 1}]"
-        else:
-            text += f"\n[lines {offset}-{last} of {total}; end of output]"
-        return text
+            return text + f"\n[lines {offset}-{last} of {total}; continue with offset {last + 1}]"
+        return text + f"\n[lines {offset}-{last} of {total}; end of output]"
 
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -5,8 +5,9 @@
     r.redact_obj({"args": {"k": "…"}})   -> the same structure, every string redacted
 
 Two sources: configured secret values (also their base64 — at any alignment, so a secret inside
-`Basic base64(user:secret)` is caught — their URL-encoded and JSON-escaped forms), and rules for
-common key formats. Each match becomes `[REDACTED:kind]`. All patterns are compiled once; each
+`Basic base64(user:secret)` is caught — their hex, URL-encoded and JSON-escaped forms), and rules
+for common key formats. An image block (base64 `data`) is checked on its decoded bytes and on its
+base64 text; one that holds a secret is replaced by a text block saying so. Each match becomes `[REDACTED:kind]`. All patterns are compiled once; each
 starts with a literal (which the regex engine finds at memchr speed) or has a cheap substring
 guard, so ordinary output costs a handful of C-speed scans (about 10 ms per MB here).
 """
@@ -21,6 +22,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 MIN_SECRET_LEN = 4  # shorter configured values would shred ordinary text; they are ignored
 MIN_ENCODED_LEN = 8  # shortest base64 fragment of a secret that is worth matching
+
+
+_TAG = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
 
 
 def tag(kind: str) -> str:
@@ -115,7 +119,7 @@ def _b64_cores(raw: bytes) -> set[str]:
 
 def secret_variants(value: str) -> set[str]:
     """The forms of one secret value that are redacted: itself, base64 at any alignment,
-    URL-encoded (both styles) and JSON-escaped."""
+    hex (either case), URL-encoded (both styles) and JSON-escaped."""
     if len(value) < MIN_SECRET_LEN:
         return set()
     out = {value}
@@ -125,6 +129,8 @@ def secret_variants(value: str) -> set[str]:
     out.add(urllib.parse.quote(value))
     out.add(json.dumps(value)[1:-1])
     out.add(json.dumps(value, ensure_ascii=False)[1:-1])
+    out.add(value.encode().hex())
+    out.add(value.encode().hex().upper())
     return {v for v in out if len(v) >= MIN_SECRET_LEN}
 
 
@@ -186,13 +192,15 @@ class Redactor:
 
     # -- structures ----------------------------------------------------------------------------
     def redact_obj(self, obj: Any) -> Any:
-        """A copy of obj with every string (keys included) redacted: dicts, lists, tuples, and
-        pydantic models (rebuilt from their dump). Image blocks' base64 data is left alone."""
+        """A copy of obj with every string (keys included) redacted, at any depth: dicts, lists,
+        tuples, bytes, and pydantic models (rebuilt from their dump; returned as the plain dump
+        when redaction changed its shape, as for an image block). An image block (a dict with
+        type "image" and base64 data) that holds a secret becomes a text block saying so."""
         if isinstance(obj, str):
             return self.redact(obj)
         if isinstance(obj, dict):
             if obj.get("type") == "image" and "data" in obj:
-                return {k: (v if k == "data" else self.redact_obj(v)) for k, v in obj.items()}
+                return self.redact_image(obj)
             return {(self.redact(k) if isinstance(k, str) else k): self.redact_obj(v) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
@@ -201,8 +209,34 @@ class Redactor:
         if isinstance(obj, (bytes, bytearray)):
             return self.redact_bytes(bytes(obj))
         if hasattr(obj, "model_dump") and hasattr(type(obj), "model_validate"):
-            return type(obj).model_validate(self.redact_obj(obj.model_dump()))
+            dump = self.redact_obj(obj.model_dump())
+            if isinstance(dump, dict) and dump.get("type") != getattr(obj, "type", dump.get("type")):
+                return dump
+            return type(obj).model_validate(dump)
         return obj
+
+    def redact_image(self, block: dict) -> dict:
+        """The image block itself when neither its bytes nor its base64 hold a secret; else a
+        text block that says the image was withheld (an image cannot be redacted in part)."""
+        data = block.get("data")
+        text = data if isinstance(data, str) else ""
+        try:
+            raw = base64.b64decode(text, validate=False) if text else b""
+        except (ValueError, TypeError):
+            raw = b""
+        kinds = self.kinds(text) | self.kinds(raw.decode("utf-8", errors="surrogateescape"))
+        if not isinstance(data, str) or kinds:
+            what = ", ".join(sorted(kinds)) or "not base64 text"
+            media = self.redact(str(block.get("media_type") or "image"))
+            return {"type": "text", "text": f"[image {media} withheld by redaction: its bytes hold a secret ({what})]"}
+        return {k: (v if k == "data" else self.redact_obj(v)) for k, v in block.items()}
+
+    def kinds(self, text: str) -> set[str]:
+        """The kinds of secrets found in text (empty: none)."""
+        red = self.redact(text) if text else text
+        if red == text:
+            return set()
+        return (set(_TAG.findall(red)) - set(_TAG.findall(text))) or {self.secret_kind}
 
     def contains_secret(self, text: str) -> bool:
         return self.redact(text) != text

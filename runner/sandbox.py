@@ -3,19 +3,24 @@
 The executor decides where the process runs (a container, a subprocess, an SSH host); the
 protocol is the same everywhere. A call writes one request line and reads lines until its
 result: `output` events are streamed to a callback, so a flood never piles up in memory.
+The hello carries a fresh key; every later line either way is authenticated and bounded
+(toolbox/wire.py): a line the agent did not write, or one too long, ends the sandbox.
 """
 from __future__ import annotations
 
 import collections
 import json
+import os
 import time
 from typing import Callable
 
 from executors import ExecRequest, Executor, ExecutorError
 
 from . import bundle
+from .toolbox import wire
 
 START_TIMEOUT = 60.0
+MAX_LINE = wire.MAX_LINE
 
 
 class SandboxDied(Exception):
@@ -32,7 +37,10 @@ class Sandbox:
         self.env = env or {}
         self.proc = None
         self.info: dict = {}
-        self._buf = bytearray()
+        self._key = os.urandom(32)
+        self._tx = wire.Signer(wire.direction_key(self._key, wire.TO_AGENT))
+        self._rx = wire.Verifier(wire.direction_key(self._key, wire.FROM_AGENT))
+        self._lines = wire.LineBuffer(MAX_LINE)
         self._stderr: collections.deque[bytes] = collections.deque(maxlen=32)
         self.dead: str | None = None
         self.used = False
@@ -42,10 +50,14 @@ class Sandbox:
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
         t0 = time.monotonic()
         self.executor.start()
-        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env))
+        # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
+        # docker-init (dumpable, holding the same stdio) sits in front of the channel.
+        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
+                                                    own_init=True))
         try:
             self.proc.write(bundle.payload())
-            self._send(self.hello_msg)
+            hello = json.dumps({**self.hello_msg, "key": self._key.hex()}, ensure_ascii=False).encode("utf-8")
+            self.proc.write(hello + b"\n")
             reply = self._next(time.monotonic() + timeout)
         except BaseException:
             self.close()
@@ -62,7 +74,7 @@ class Sandbox:
         if proc is not None:
             try:
                 if not self.dead:
-                    self._send_on(proc, {"op": "shutdown"})
+                    proc.write(self._tx.frame({"op": "shutdown"}))
                 proc.close_stdin()
                 if proc.wait(timeout=2) is None:
                     proc.kill()
@@ -100,28 +112,22 @@ class Sandbox:
 
     def _send(self, msg: dict) -> None:
         try:
-            self._send_on(self.proc, msg)
+            self.proc.write(self._tx.frame(msg))
         except (OSError, ExecutorError) as e:
             self._die(f"could not write to the agent: {e}")
 
-    @staticmethod
-    def _send_on(proc, msg: dict) -> None:
-        proc.write(json.dumps(msg, ensure_ascii=False).encode("utf-8") + b"\n")
-
     def _next(self, deadline: float) -> dict:
-        """The next JSON message from the agent's stdout."""
+        """The next message from the agent's stdout. A line that is not the agent's next
+        authentic line, or longer than MAX_LINE, means something in the sandbox wrote to the
+        channel: the sandbox is declared dead (SandboxDied) and nothing of it is trusted."""
         while True:
-            nl = self._buf.find(b"\n")
-            if nl >= 0:
-                line = bytes(self._buf[:nl])
-                del self._buf[: nl + 1]
-                if not line.strip():
-                    continue
-                try:
-                    return json.loads(line)
-                except ValueError:
-                    self._stderr.append(b"(non-JSON on stdout) " + line[:200])
-                    continue
+            try:
+                line = self._lines.pop()
+                if line is not None:
+                    return self._rx.open(line)
+            except wire.WireError as e:
+                self._die(f"the agent's output channel was tampered with ({e}); a process in the sandbox "
+                          "wrote to it, so nothing more from this sandbox is trusted", kill=True, words=False)
             left = deadline - time.monotonic()
             if left <= 0:
                 self._die("the agent did not answer in time", kill=True)
@@ -137,12 +143,14 @@ class Sandbox:
                     why = f"gone: {e}"
                 self._die(f"the sandbox ended ({why})")
             elif stream == "stdout":
-                self._buf += data
+                self._lines.feed(data)
             else:
                 self._stderr.append(data[-2000:])
 
-    def _die(self, why: str, kill: bool = False) -> None:
-        tail = b"".join(self._stderr).decode("utf-8", "replace").strip()[-600:]
+    def _die(self, why: str, kill: bool = False, words: bool = True) -> None:
+        """Raise SandboxDied. words: quote the tail of the agent's stderr (which the processes in
+        the sandbox can write too: left out when they are known to have tampered)."""
+        tail = b"".join(self._stderr).decode("utf-8", "replace").strip()[-600:] if words else ""
         self.dead = why + (f"; its last words: {tail}" if tail else "")
         if kill and self.proc is not None:
             self.proc.kill()

@@ -216,6 +216,9 @@ def create_kwargs(cfg: SandboxConfig, labels: dict[str, str]) -> tuple[dict, dic
         init=cfg.init,
         mounts=[_docker_mount(m) for m in cfg.mounts],
         ipc_mode="private",
+        # Nothing a sandbox writes to its stdio reaches the engine's log (unbounded on the host's
+        # disk, past tmpfs and quota, and unredacted): runner reads the stdio over attach/exec.
+        log_config={"type": "none", "config": {}},
     )
     if cfg.runtime:
         host["runtime"] = cfg.runtime

@@ -45,6 +45,7 @@ from .config import DEFAULT_IMAGE
 
 PROXY_ALIAS = "egress-proxy"
 PROXY_PORT = 3128
+LOG_KEEP = 1024 * 1024  # characters of the proxy's log kept in memory (one line per connection)
 SANDBOX_DNS = ["127.0.0.1"]
 COMMENT_PREFIX = "runner-egress:"
 
@@ -224,6 +225,7 @@ class Egress:
             self.outside_name = outside_network
         self.firewall = Firewall(session)
         self.inside = self.outside = self.proxy = None
+        self._log: _LogTail | None = None
         self.bridge: str | None = None
         self.subnet: str | None = None
         self.proxy_ip: str | None = None
@@ -303,6 +305,8 @@ class Egress:
             raise EgressUnavailable(f"the bridge {self.bridge} of {self.inside_name} is not on this host: allowlist "
                                     "mode needs a local engine whose bridges it can firewall")
         self.proxy = self._create_proxy()
+        self._log = _LogTail(self.client.api.attach_socket(self.proxy.id, params={"stdout": 1, "stderr": 1,
+                                                                                   "stream": 1}))
         self.inside.connect(self.proxy, aliases=[PROXY_ALIAS])
         # The engine gives addresses at start; no sandbox is on the network before we return.
         self.proxy.start()
@@ -334,14 +338,14 @@ class Egress:
             nano_cpus=int(0.5e9),
             ipc_mode="private",
             extra_hosts=self.extra_hosts or None,
-            log_config=LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
+            log_config=LogConfig(type="none"),  # its log is read over attach (_LogTail), never on disk
             environment={},
         )
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout
         while True:
-            logs = self.proxy.logs(stdout=True, stderr=True).decode(errors="replace")
+            logs = self.logs()
             if egress_proxy.READY in logs:
                 return
             self.proxy.reload()
@@ -351,9 +355,9 @@ class Egress:
 
     def logs(self) -> str:
         """The proxy's log: one line per connection allowed or refused."""
-        if self.proxy is None:
+        if self.proxy is None or self._log is None:
             return ""
-        return self.proxy.logs(stdout=True, stderr=True).decode(errors="replace")
+        return self._log.text()
 
     def stop(self) -> None:
         """Remove the proxy, the networks (disconnecting whatever is still on them) and the
@@ -362,6 +366,9 @@ class Egress:
 
         problems = []
         proxy, self.proxy = self.proxy, None
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()
         try:
             (proxy or self.client.containers.get(f"runner-egress-{self.session}")).remove(force=True)
         except docker.errors.NotFound:
@@ -434,6 +441,45 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
             eg.client, eg.session, eg.proxy = client, session, None
             eg.inside_name, eg.outside_name = network_names(session)
             eg.own_outside, eg.firewall = True, Firewall(session)
-            eg.inside = eg.outside = None
+            eg.inside = eg.outside = eg._log = None
             eg.stop()
     return done
+
+
+class _LogTail:
+    """The proxy's stdout and stderr, read over attach; the newest LOG_KEEP characters are kept
+    in memory (the container logs to no driver: nothing of it lands on the host's disk)."""
+
+    def __init__(self, sock) -> None:
+        import collections
+        import threading
+
+        from .process import _raw
+
+        self.sock = _raw(sock)
+        self.parts: collections.deque[str] = collections.deque()
+        self.size = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, name="runner-egress-log", daemon=True).start()
+
+    def _read(self) -> None:
+        from .process import _Mux
+
+        mux = _Mux(self.sock)
+        while (item := mux.frame()) is not None:
+            text = item[1].decode("utf-8", errors="replace")
+            with self.lock:
+                self.parts.append(text)
+                self.size += len(text)
+                while self.size > LOG_KEEP and len(self.parts) > 1:
+                    self.size -= len(self.parts.popleft())
+
+    def text(self) -> str:
+        with self.lock:
+            return "".join(self.parts)
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -71,10 +71,13 @@ class DockerExecutor(Executor):
             except Exception:
                 pass
 
-    def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None):
+    def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None,
+                own_init: bool = False):
         cfg = self.config
         labels = L.make_labels(cfg.session, cfg.ttl, role=role, extra={**cfg.labels, L.EXECUTOR: self.instance})
         kw, host = create_kwargs(cfg, labels)
+        if own_init:
+            host["init"] = False
         kw.update(command=cmd, host_config=self.client.api.create_host_config(**host))
         if stdin:
             kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
@@ -134,7 +137,8 @@ class DockerExecutor(Executor):
         import docker.errors
 
         started = time.time()
-        c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user)
+        c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user,
+                         own_init=req.own_init)
         try:
             sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
             try:

@@ -11,7 +11,7 @@ import threading
 import time
 
 from ..base import _EOF, Process
-from ..posix import KILL_SESSION
+from ..posix import KILL_SESSION, PID_LINE_MAX
 
 STREAMS = {1: "stdout", 2: "stderr"}
 # A POSIX-sh wrapper that reports its pid (a new session leader under `docker exec`, so also
@@ -75,14 +75,17 @@ class DockerStreamProcess(Process):
                 stream, data = item
                 if stream == "stderr" and self._pending_stderr is not None:
                     self._pending_stderr += data
-                    if b"\n" not in self._pending_stderr:
+                    if b"\n" not in self._pending_stderr and len(self._pending_stderr) <= PID_LINE_MAX:
                         continue
-                    line, _, rest = bytes(self._pending_stderr).partition(b"\n")
+                    head = bytes(self._pending_stderr)
                     self._pending_stderr = None
+                    line, nl, rest = head.partition(b"\n")
                     try:
+                        if not nl or len(line) > PID_LINE_MAX:
+                            raise ValueError(line)
                         self.pid = int(line)
                     except ValueError:
-                        rest = line + b"\n" + rest  # not our line: the wrapper did not run
+                        rest = head  # not our line: the wrapper did not run
                     self._pid_known.set()
                     if not rest:
                         continue
@@ -113,6 +116,7 @@ class DockerStreamProcess(Process):
 
 
 RUNTIME_FAILED = 128  # what docker exec reports when the runtime lost the process
+KILL_WITHIN = 15.0  # seconds to keep starting the killer while the session is not yet gone
 
 
 class ExecProcess(DockerStreamProcess):
@@ -152,15 +156,27 @@ class ExecProcess(DockerStreamProcess):
             delay = min(delay * 2, 0.05)
 
     def kill(self) -> None:
+        """Kill the command's whole session and return once none of it is left (reaped too), so
+        the next exec finds the pids it held free. Under a fork bomb the pids limit can refuse
+        the killer's own exec: it is started again until it reports the session gone."""
         self._pid_known.wait(timeout=2)
         if self.pid is None:
             return
-        try:
-            ex = self.client.api.exec_create(self.container_id, ["/bin/sh", "-c", KILL_SESSION, "kill", str(self.pid)],
-                                             user=self.user or "")
-            self.client.api.exec_start(ex["Id"])
-        except Exception:  # the container is gone: so is the process
-            pass
+        deadline = time.monotonic() + KILL_WITHIN
+        while True:
+            try:
+                ex = self.client.api.exec_create(self.container_id,
+                                                  ["/bin/sh", "-c", KILL_SESSION, "kill", str(self.pid)],
+                                                  user=self.user or "")
+                self.client.api.exec_start(ex["Id"])
+                if self.client.api.exec_inspect(ex["Id"]).get("ExitCode") == 0:
+                    return
+            except Exception:
+                if self.gone():  # the container is gone: so is the process
+                    return
+            if time.monotonic() >= deadline or self.gone():
+                return
+            time.sleep(0.05)
 
     def oom_killed(self) -> bool:
         return _oom_event(self.client, self.container_id, self.started)

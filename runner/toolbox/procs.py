@@ -125,8 +125,24 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
         if rc is None:
             _kill_group(proc.pid, signal.SIGKILL)
             rc = proc.wait()
+        if timed_out:
+            _group_gone(proc.pid, KILL_GRACE)
         proc.stdout.close()
     return (124 if timed_out else _code(rc)), timed_out
+
+
+def _group_gone(pgid: int, within: float) -> None:
+    """Wait until no process of the killed group is left, zombies included (each holds a slot
+    under the sandbox's pids limit until its new parent reaps it), so the next call can fork."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            return
+        time.sleep(0.01)
 
 
 def _answer(code: int, timed_out: bool, timeout: float):

@@ -8,7 +8,7 @@ import sys
 import threading
 import traceback
 
-from . import custom, files, gitops, listing, net, patch, plugins, procs, small
+from . import custom, files, gitops, listing, net, patch, plugins, procs, small, wire
 from .context import Ctx, ToolError
 
 TOOLS = {
@@ -25,18 +25,52 @@ STREAMING = {"bash", "exec"}
 
 
 class Wire:
-    """The protocol's stdout. fd 1 is pointed at stderr, so nothing else can write here."""
+    """The protocol's ends in this process (private descriptors, see claim_stdio); lines framed
+    by wire.Signer/Verifier once the hello gave the key."""
 
-    def __init__(self) -> None:
-        self.out = os.fdopen(os.dup(1), "wb", buffering=0)
-        os.dup2(2, 1)
-        sys.stdout = sys.stderr
+    def __init__(self, inp, out_fd: int) -> None:
+        self.inp = inp
+        self.out = os.fdopen(out_fd, "wb", buffering=0)
         self.lock = threading.Lock()
+        self.signer: wire.Signer | None = None
+        self.verifier: wire.Verifier | None = None
+
+    def keyed(self, key_hex: str) -> None:
+        key = bytes.fromhex(key_hex)
+        self.signer = wire.Signer(wire.direction_key(key, wire.FROM_AGENT))
+        self.verifier = wire.Verifier(wire.direction_key(key, wire.TO_AGENT))
 
     def send(self, msg: dict) -> None:
-        line = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
+        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+        if len(body) + wire.MAC_HEX + 2 > wire.MAX_LINE:
+            body = json.dumps({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
+                               "content": f"the result is {len(body)} bytes, over the channel's bound of "
+                                          f"{wire.MAX_LINE}: ask for less (a page, a smaller file)"}).encode()
         with self.lock:
-            self.out.write(line)
+            self.out.write(self.signer.frame_body(body))
+
+    def receive(self) -> dict | None:
+        """The next request; None at the end of input. wire.WireError if it cannot be trusted."""
+        while True:
+            line = self.inp.readline(wire.MAX_LINE + 1)
+            if not line:
+                return None
+            if not line.endswith(b"\n"):
+                if len(line) > wire.MAX_LINE:
+                    raise wire.WireError(f"a request line of more than {wire.MAX_LINE} bytes")
+                return None  # the input ended inside a line
+            line = line[:-1]
+            if self.verifier is not None:
+                return self.verifier.open(line)
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except (ValueError, RecursionError) as e:
+                raise wire.WireError(f"the hello is not JSON: {type(e).__name__}") from None
+            if not isinstance(msg, dict) or msg.get("op") != "hello" or not isinstance(msg.get("key"), str):
+                raise wire.WireError("the first line must be the hello with the channel's key")
+            return msg
 
 
 def answer(call_id, value) -> dict:
@@ -74,44 +108,90 @@ def handle_call(ctx: Ctx, msg: dict) -> dict:
                 "content": f"internal error in {tool}: {type(e).__name__}: {e}"}
 
 
-def main() -> None:
-    wire = Wire()
-    inp = sys.stdin.buffer
+def main(inp=None, out_fd: int | None = None) -> None:
+    """Serve one controller on this process's stdin/stdout (or the given channel)."""
+    if inp is None or out_fd is None:
+        inp, out_fd = claim_stdio()
+    channel = Wire(inp, out_fd)
     ctx = None
     try:
         while True:
-            line = inp.readline()
-            if not line:
-                break
-            if not line.strip():
-                continue
             try:
-                msg = json.loads(line)
-                if not isinstance(msg, dict):
-                    raise ValueError("not an object")
-            except ValueError as e:
-                wire.send({"op": "error", "error": f"bad request line: {e}"})
-                continue
+                msg = channel.receive()
+            except wire.WireError as e:
+                print(f"runner agent: stopping, its input cannot be trusted: {e}", file=sys.stderr, flush=True)
+                return
+            if msg is None:
+                break
             op = msg.get("op")
-            if op == "hello":
+            if op == "hello" and ctx is None:
+                try:
+                    channel.keyed(msg["key"])
+                except ValueError:
+                    print("runner agent: stopping, the hello's key is not hex", file=sys.stderr, flush=True)
+                    return
                 ctx = Ctx(msg)
-                ctx.send = wire.send
+                ctx.send = channel.send
                 try:
                     os.chdir(ctx.workspace)
                 except OSError:
                     pass
-                wire.send({"op": "hello", "ok": True, "pid": os.getpid(), "python": platform.python_version(),
-                           "tools": sorted(TOOLS)})
+                channel.send({"op": "hello", "ok": True, "pid": os.getpid(), "python": platform.python_version(),
+                              "tools": sorted(TOOLS)})
             elif op == "call":
-                if ctx is None:
-                    wire.send({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
-                               "content": "the agent got a call before hello"})
-                    continue
-                wire.send(handle_call(ctx, msg))
+                channel.send(handle_call(ctx, msg))
             elif op == "shutdown":
                 break
             else:
-                wire.send({"op": "error", "error": f"unknown op {op!r}"})
+                channel.send({"op": "error", "error": f"unknown op {op!r}"})
     finally:
         procs.shutdown()
         plugins.shutdown()
+
+
+def _init_reaper(channel: list) -> None:
+    """As a container's pid 1: fork; the child returns and is the agent; this process lets go of
+    the channel and reaps every orphan the tools leave (each zombie holds a slot under the pids
+    limit) until the agent ends, then ends the container with the agent's status. Non-dumpable
+    like the agent (prctl is inherited), it holds nothing a tool could open."""
+    agent = os.fork()
+    if agent == 0:
+        return
+    for fd in channel:
+        os.close(fd)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(0)
+        except InterruptedError:
+            continue
+        if pid == agent:
+            code = os.waitstatus_to_exitcode(status)
+            os._exit(code if code >= 0 else 128 - code)
+
+
+def claim_stdio():
+    """(input stream, output fd) of the protocol, and no other way to it from this sandbox's
+    processes: the agent becomes non-dumpable (PR_SET_DUMPABLE 0: a same-uid process can then
+    neither open its /proc/PID/fd/*, nor read its memory, nor ptrace it); the channel moves to
+    private, non-inheritable copies of fds 0 and 1; fds 0, 1 and 2 then point at /dev/null, so a
+    child that names no stdio of its own holds nothing of it. Messages of this process go to a
+    private copy of stderr. As a container's pid 1 (no docker-init in front, which would hold
+    the same stdio and is dumpable) it forks a reaper of orphans (_init_reaper). gVisor lets a
+    same-uid process open /proc/PID/fd/* all the same: there wire.py's MACs are what hold."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError, ImportError):
+        pass
+    fds = [os.dup(f) for f in (0, 1, 2)]  # os.dup: non-inheritable
+    null = os.open(os.devnull, os.O_RDWR)
+    for f in (0, 1, 2):
+        os.dup2(null, f)
+    os.close(null)
+    if os.getpid() == 1:
+        _init_reaper(fds)
+    sys.stdout = sys.stderr = os.fdopen(fds[2], "w", buffering=1, encoding="utf-8", errors="replace")
+    return os.fdopen(fds[0], "rb"), fds[1]

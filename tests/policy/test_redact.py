@@ -199,8 +199,12 @@ def test_redact_obj_tool_result_and_image_data():
     out = r.redact_obj(res)
     assert isinstance(out, ToolResult) and out.content == "leaked [REDACTED:secret]"
     assert out.meta["note"] == "[REDACTED:github-token]"
-    img = {"type": "image", "data": "AKIAIOSFODNN7EXAMPLE", "media_type": "image/png"}
+    img = {"type": "image", "data": base64.b64encode(b"\x89PNG plain pixels").decode(), "media_type": "image/png"}
     assert r.redact_obj(img) == img
+    # An image whose bytes or base64 hold a secret is withheld whole, with a note (issue 10, case 13).
+    for data in ("AKIAIOSFODNN7EXAMPLE", base64.b64encode(f"px {SECRET} px".encode()).decode()):
+        out = r.redact_obj({"type": "image", "data": data, "media_type": "image/png"})
+        assert out["type"] == "text" and "withheld by redaction" in out["text"] and SECRET not in str(out)
 
 
 def test_bytes():

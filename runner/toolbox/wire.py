@@ -1,0 +1,107 @@
+"""The protocol's framing, the same code on both ends: one JSON message per line, each line
+authenticated, every line bounded.
+
+Processes in the sandbox are hostile and may reach the agent's pipes (docker-init holds the
+container's stdio; gVisor lets a same-uid process open /proc/PID/fd/* of any process). So after
+the hello, which carries a fresh random key, every line is `MAC BODY\n`: MAC is HMAC-SHA256, in
+hex, over the line's sequence number and its body, with one key per direction. A line written,
+replayed, dropped or stolen by anything but the other end breaks the chain, and the reader stops
+trusting the channel: the controller replaces the sandbox, the agent exits.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+
+MAX_LINE = 64 * 1024 * 1024  # bytes of one line either way; the largest result the agent sends
+MAC_HEX = 64
+TO_AGENT, FROM_AGENT = b"controller->agent", b"agent->controller"
+
+
+class WireError(Exception):
+    """The channel cannot be trusted any more: a line failed authentication, or was too long
+    or not a JSON object."""
+
+
+def direction_key(key: bytes, direction: bytes) -> bytes:
+    return hmac.new(key, direction, hashlib.sha256).digest()
+
+
+class Signer:
+    """Frames outgoing messages of one direction. Callers serialise calls to frame() and the
+    write of its line (the sequence number is the order on the wire)."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.seq = 0
+
+    def frame(self, msg: dict) -> bytes:
+        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+        return self.frame_body(body)
+
+    def frame_body(self, body: bytes) -> bytes:
+        mac = hmac.new(self.key, self.seq.to_bytes(8, "big") + body, hashlib.sha256).hexdigest().encode()
+        self.seq += 1
+        return mac + b" " + body + b"\n"
+
+
+class Verifier:
+    """Checks incoming lines of one direction, in order."""
+
+    def __init__(self, key: bytes) -> None:
+        self.key = key
+        self.seq = 0
+
+    def open(self, line: bytes) -> dict:
+        """The message of one line (without its newline); WireError if it is not the next
+        authentic line of this channel."""
+        mac, sep, body = line.partition(b" ")
+        if not sep or len(mac) != MAC_HEX:
+            raise WireError(f"line {self.seq} is not framed (no MAC; {len(line)} bytes)")
+        want = hmac.new(self.key, self.seq.to_bytes(8, "big") + body, hashlib.sha256).hexdigest().encode()
+        if not hmac.compare_digest(mac, want):
+            raise WireError(f"line {self.seq} failed authentication: it was written, replayed or reordered by "
+                            "something other than the other end, or a line before it was stolen")
+        self.seq += 1
+        try:
+            msg = json.loads(body)
+        except (ValueError, RecursionError) as e:
+            raise WireError(f"line {self.seq - 1} is not JSON: {type(e).__name__}") from None
+        if not isinstance(msg, dict):
+            raise WireError(f"line {self.seq - 1} is not a JSON object")
+        return msg
+
+
+class LineBuffer:
+    """Splits a byte stream into lines of at most max_line bytes. Each byte is scanned for the
+    newline once, however the stream is chunked; a longer line raises WireError as soon as the
+    buffer passes the bound, so memory stays within max_line plus one chunk."""
+
+    def __init__(self, max_line: int = MAX_LINE) -> None:
+        self.max_line = max_line
+        self.buf = bytearray()
+        self.scanned = 0
+
+    def feed(self, data: bytes) -> None:
+        self.buf += data
+
+    def pop(self) -> bytes | None:
+        """The next complete line (without its newline), or None until one is complete."""
+        nl = self.buf.find(b"\n", self.scanned)
+        if nl < 0:
+            self.scanned = len(self.buf)
+            if self.scanned > self.max_line:
+                size = self.scanned
+                self.buf = bytearray()
+                self.scanned = 0
+                raise WireError(f"a line of more than {self.max_line} bytes ({size} so far, no newline)")
+            return None
+        if nl > self.max_line:
+            self.buf = bytearray()
+            self.scanned = 0
+            raise WireError(f"a line of {nl} bytes, over the bound of {self.max_line}")
+        line = bytes(self.buf[:nl])
+        del self.buf[: nl + 1]
+        self.scanned = 0
+        return line
