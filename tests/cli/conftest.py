@@ -24,8 +24,10 @@ def run_cli():
 @pytest.fixture(scope="session")
 def busybox_image(docker_client):
     """An image with no python, no bash, no passwd entry for uid 1000: a static busybox only.
-    Built from Debian's busybox-static, imported, removed after the session."""
-    name = "runner-test/busybox:latest"
+    Built from Debian's busybox-static, imported, removed after the session. The tag is this
+    process's own, so concurrent runs never retag (and so orphan) each other's image."""
+    tag = f"pid{os.getpid()}"
+    name = f"runner-test/busybox:{tag}"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add("/bin/busybox", arcname="bin/busybox")
@@ -37,7 +39,7 @@ def busybox_image(docker_client):
             info = tarfile.TarInfo(d)
             info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
             tar.addfile(info)
-    docker_client.api.import_image_from_data(buf.getvalue(), repository="runner-test/busybox", tag="latest",
+    docker_client.api.import_image_from_data(buf.getvalue(), repository="runner-test/busybox", tag=tag,
                                              changes=["ENV PATH=/bin", "LABEL runner.test=busybox"])
     yield name
     docker_client.images.remove(name, force=True)
