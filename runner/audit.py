@@ -105,8 +105,10 @@ class AuditLog:
 
     def record(self, *, call_id: str, tool: str, status: str, session: str | None = None, tenant: str | None = None,
                args: Any = None, error_type: str | None = None, duration_ms: float = 0.0, output_bytes: int = 0,
-               error: str | None = None, ts: float | None = None) -> dict:
-        """Append one line and return it as a dict."""
+               error: str | None = None, ts: float | None = None, dialect: str | None = None,
+               dialect_tool: str | None = None) -> dict:
+        """Append one line and return it as a dict. A call made in a dialect (runner/dialects)
+        names the dialect and the tool as the agent called it; `tool` is the native tool that ran."""
         if status not in STATUSES:
             raise ValueError(f"audit status must be ok or error, not {status!r}")
         if status == "ok":
@@ -126,13 +128,16 @@ class AuditLog:
             "duration_ms": round(float(duration_ms), 1),
             "output_bytes": int(output_bytes),
         }
+        if dialect:
+            rec["dialect"], rec["dialect_tool"] = str(dialect), str(dialect_tool)
         if status == "error" and error:
             rec["error"] = _cut(self.redactor.redact(error[:_SHRINK_STR]))
         self._append(json_text(rec) + "\n")  # one line whatever a field holds (U+2028, NEL …)
         return rec
 
     def record_result(self, *, call_id: str, tool: str, args: Any, result, session: str | None = None,
-                      tenant: str | None = None, duration_ms: float | None = None) -> dict:
+                      tenant: str | None = None, duration_ms: float | None = None, dialect: str | None = None,
+                      dialect_tool: str | None = None) -> dict:
         """record() from a ToolResult: status from is_error, error_type from meta (execution when
         it says none), output_bytes from its text, duration from meta['duration_ms'] if not given."""
         text = result.text
@@ -145,7 +150,7 @@ class AuditLog:
         return self.record(call_id=call_id, tool=tool, args=args, session=session, tenant=tenant,
                            status="error" if result.is_error else "ok", error_type=et, duration_ms=duration_ms,
                            output_bytes=len(text.encode("utf-8", errors="replace")),
-                           error=text if result.is_error else None)
+                           error=text if result.is_error else None, dialect=dialect, dialect_tool=dialect_tool)
 
     def _append(self, line: str) -> None:
         data = line.encode("utf-8")
@@ -244,5 +249,6 @@ def format_record(rec: dict) -> str:
     if status == "error":
         status = f"error:{rec.get('error_type') or '?'}"
     who = "/".join(str(x) for x in (rec.get("tenant"), rec.get("session"), rec.get("call_id")) if x)
-    return printable(f"{rec.get('ts', '?')}  {who}  {rec.get('tool', '?')}  {status}  {rec.get('duration_ms', 0)}ms  "
+    tool = f"{rec['dialect']}:{rec.get('dialect_tool')}->{rec.get('tool', '?')}" if rec.get("dialect") else rec.get("tool", "?")
+    return printable(f"{rec.get('ts', '?')}  {who}  {tool}  {status}  {rec.get('duration_ms', 0)}ms  "
                      f"{rec.get('output_bytes', 0)}B  {rec.get('args', '')}")

@@ -87,6 +87,7 @@ def exec_(
 
 
 WORKSPACE_HELP = "the workspace directory (default: the current directory)"
+DIALECT_HELP = "present another agent system's tools: ah, acai, forgekeeper, go-agent or miclaw (default: the policy's)"
 
 
 @app.command()
@@ -97,11 +98,12 @@ def tools(
     workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
     executor: Optional[str] = typer.Option(None, help="docker or local"),
     policy: Optional[str] = typer.Option(None, help="policy name or file"),
+    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
 ):
     """List the tools and their schemas."""
     from .toolcli import tools as do_tools
 
-    typer.echo(guarded(do_tools, preset, format, prompt, workspace, executor, policy))
+    typer.echo(guarded(do_tools, preset, format, prompt, workspace, executor, policy, dialect))
 
 
 @app.command()
@@ -112,11 +114,12 @@ def call(
     executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
     policy: Optional[str] = typer.Option(None, help="policy name or file"),
     protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
 ):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
     from .toolcli import call as do_call
 
-    raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect))
+    raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect, dialect))
 
 
 @app.command()
@@ -125,11 +128,12 @@ def session(
     executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
     policy: Optional[str] = typer.Option(None, help="policy name or file"),
     protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
 ):
     """JSON lines: one call {"id", "tool", "args"} per line on stdin, one result per line on stdout."""
     from .toolcli import session as do_session
 
-    raise typer.Exit(guarded(do_session, workspace, executor, policy, protect))
+    raise typer.Exit(guarded(do_session, workspace, executor, policy, protect, dialect))
 
 
 @app.command()
@@ -143,6 +147,7 @@ def mcp(
     port: int = typer.Option(8765, "--port", help="port to listen on (--http; 0 picks a free one)"),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an idle HTTP session and its sandbox are removed"),
     max_sessions: int = typer.Option(32, "--max-sessions", help="HTTP sessions (so sandboxes) at once; more are refused"),
+    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
 ):
     """An MCP server (stdio, or streamable HTTP with --http) serving the policy's tools; one sandbox per MCP session."""
     try:
@@ -151,7 +156,7 @@ def mcp(
         raise fail(f"runner mcp needs the MCP SDK ({e}): pip install 'runner[mcp]'") from None
 
     opts = Options(workspace=workspace, executor=executor, policy=policy, protect=list(protect), idle_timeout=idle_timeout,
-                   max_sessions=max_sessions)
+                   max_sessions=max_sessions, dialect=dialect)
     raise typer.Exit(guarded(serve_http, opts, host, port) if http else guarded(serve_stdio, opts))
 
 

@@ -39,7 +39,7 @@ class Runner:
                  protect: tuple[str, ...] | list[str] = (), pool_size: int | None = None, session: str | None = None,
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
-                 egress_network: str | None = None, ssh: Any = None) -> None:
+                 egress_network: str | None = None, ssh: Any = None, dialect: str | None = None) -> None:
         from .audit import AuditLog
         from .policy import Policy, load
         from .policy.protect import Guard, policy_protected_dirs
@@ -53,7 +53,7 @@ class Runner:
         ov = dict(overrides or {})
         for key, value in (("sandbox.executor", executor), ("tools.preset", preset), ("sandbox.lifecycle", lifecycle),
                            ("sandbox.image", image), ("sandbox.runtime", runtime), ("sandbox.pool_size", pool_size),
-                           ("tenant", tenant)):
+                           ("tenant", tenant), ("dialect", dialect)):
             if value is not None:
                 ov[key] = value
         self.policy = base.effective(protect=list(protect), overrides=ov, workspace=self.workspace)
@@ -66,6 +66,9 @@ class Runner:
             self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
             if not self.ssh.workdir:
                 raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
+        from .dialects import get as get_dialect
+
+        self.dialect = get_dialect(self.policy.dialect)  # None, or the tool set of another agent system
         self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
         self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
@@ -236,13 +239,17 @@ class Runner:
             call_id = call_id or f"c{self._count}"
             t0 = time.monotonic()
             meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
-            result = self._call(tool, args if args is not None else {}, call_id, meta)
+            args = args if args is not None else {}
+            # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
+            result = (self.dialect.call(self, tool, args, call_id, meta) if self.dialect is not None
+                      else self._call(tool, args, call_id, meta))
             result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
             result.content = ToolResult(content=self.redactor.redact_obj(result.content)).content
             result.meta = self.redactor.redact_obj(result.meta)
             if self.audit is not None:
-                self.audit.record_result(call_id=call_id, tool=tool, args=args, result=result,
-                                         session=self.session_id, tenant=self.policy.tenant)
+                self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
+                                         session=self.session_id, tenant=self.policy.tenant,
+                                         dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
             return result
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict) -> ToolResult:

@@ -46,11 +46,12 @@ class Options:
     protect: list[str] = field(default_factory=list)
     idle_timeout: float = 1800.0
     max_sessions: int = 32  # --http: sandboxes at once (sessions, and requests outside any session)
+    dialect: str | None = None  # another agent system's tool set (runner/dialects); default: the policy's
 
     def make_runner(self):
         from .toolcli import make_runner
 
-        return make_runner(self.workspace, self.executor, self.policy, list(self.protect))
+        return make_runner(self.workspace, self.executor, self.policy, list(self.protect), self.dialect)
 
 
 class NoSandbox(Exception):
@@ -143,10 +144,11 @@ def remove_sandboxes(runner) -> None:
 
 
 def mcp_tools(runner) -> list[dict]:
-    """The Runner's tools in the MCP format of `runner tools --format mcp`."""
+    """The Runner's tools (in its dialect, if any) in the MCP format of `runner tools --format mcp`."""
+    from .dialects import tools_of
     from .schemas import formats
 
-    return json.loads(formats.export(runner.tools(), "mcp"))
+    return json.loads(formats.export(tools_of(runner), "mcp"))
 
 
 def to_mcp_result(res: ToolResult) -> types.CallToolResult:

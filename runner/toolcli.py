@@ -11,11 +11,12 @@ from .guards import ARGS_MAX_BYTES
 MAX_LINE_BYTES = ARGS_MAX_BYTES + 64 * 1024  # a session line: the largest arguments and the call around them
 
 
-def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str]):
+def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str],
+                dialect: str | None = None):
     from .core import Runner
 
     kw: dict[str, Any] = {}
-    return Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, **kw)
+    return Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
 
 
 def parse_args_json(text: str) -> dict:
@@ -30,11 +31,12 @@ def parse_args_json(text: str) -> dict:
     return args
 
 
-def call(tool: str, args_text: str, workspace: str, executor: str | None, policy: str | None, protect: list[str]) -> int:
+def call(tool: str, args_text: str, workspace: str, executor: str | None, policy: str | None, protect: list[str],
+         dialect: str | None = None) -> int:
     from .printable import json_text
 
     args = parse_args_json(args_text)
-    with make_runner(workspace, executor, policy, protect) as r:
+    with make_runner(workspace, executor, policy, protect, dialect) as r:
         res = r.call(tool, args)
     sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
@@ -62,7 +64,8 @@ def _call_of(n: int, line: bytes | None) -> tuple[Any, str, dict]:
     return call_id, msg["tool"], args
 
 
-def session(workspace: str, executor: str | None, policy: str | None, protect: list[str]) -> int:
+def session(workspace: str, executor: str | None, policy: str | None, protect: list[str],
+            dialect: str | None = None) -> int:
     """One JSON call per line in, one JSON result per line out, in order; one sandbox throughout.
     A line that is not a call (invalid, nested too deeply, too long) gets an error result; the
     session goes on."""
@@ -71,7 +74,7 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
     from .results import ToolResult
 
     out = sys.stdout
-    with make_runner(workspace, executor, policy, protect) as r:
+    with make_runner(workspace, executor, policy, protect, dialect) as r:
         for n, line in lines(sys.stdin.buffer, MAX_LINE_BYTES):
             if line is not None and not line.strip():
                 continue
@@ -87,28 +90,38 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
     return 0
 
 
-def tools(preset: str | None, fmt: str, prompt: bool, workspace: str, executor: str | None, policy: str | None) -> str:
+def tools(preset: str | None, fmt: str, prompt: bool, workspace: str, executor: str | None, policy: str | None,
+          dialect: str | None = None) -> str:
     from .core import Runner
+    from .dialects import tools_of
     from .printable import printable
     from .schemas import formats, registry
 
-    if preset is not None:
-        if preset not in registry.PRESETS:
-            raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(registry.PRESETS)}")
+    notes: list[str] = []
+    if preset is not None and preset not in registry.PRESETS:
+        raise UsageError(f"unknown preset {preset!r}: choose one of {', '.join(registry.PRESETS)}")
+    if preset is not None and dialect is None:
         specs = [registry.get(n) for n in registry.preset(preset)]
     else:
         # Custom tools describe themselves in the policy's sandbox (never on the host unless the
         # executor is local), so the executor is the policy's unless given.
-        r = Runner(executor=executor, workspace=workspace, policy=policy)
+        r = Runner(executor=executor, workspace=workspace, policy=policy, preset=preset, dialect=dialect)
         try:
-            specs = r.tools()
+            specs = tools_of(r)
+            notes = r.dialect.listing_notes() if r.dialect is not None else []
             for e in r.custom_errors():
                 sys.stderr.write(printable(f"runner: skipped custom tool {e.get('path')} ({e.get('place')}): "
                                            f"{e.get('error')}") + "\n")
         finally:
             r.close()
-    if prompt:
-        return formats.prompt(specs)
     if fmt not in formats.FORMATS:
         raise UsageError(f"unknown format {fmt!r}: choose one of {', '.join(formats.FORMATS)}")
-    return formats.export(specs, fmt)
+    if notes and (prompt or fmt != "table"):  # the schemas stay clean JSON: what is not offered goes to stderr
+        for line in notes:
+            sys.stderr.write(f"runner: {r.dialect.name} dialect: {line}\n")
+    if prompt:
+        return formats.prompt(specs)
+    out = formats.export(specs, fmt)
+    if notes and fmt == "table":
+        out += "\n\n" + "\n".join(f"{r.dialect.name} dialect: {line}" for line in notes)
+    return out

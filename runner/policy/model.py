@@ -380,6 +380,8 @@ class Policy(Strict):
     extends: str | None = Field(default=None, description="a preset name or file this one starts from")
     warning: str | None = Field(default=None, description="said loudly by every command that runs tools")
     tenant: str | None = None
+    dialect: Literal["ah", "acai", "forgekeeper", "go-agent", "miclaw"] | None = Field(
+        default=None, description="present another agent system's tool names, arguments and results (runner/dialects)")
     tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
     features: Features = Field(default_factory=Features)
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)

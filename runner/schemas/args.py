@@ -44,11 +44,15 @@ class Read(Args):
     path: PathStr = PATH
     offset: Optional[int] = Field(None, ge=1, description="1-based first line (default 1)")
     limit: Optional[int] = Field(None, ge=1, description="lines to show (default: a page of 2000 lines / 50 KiB)")
+    raw: bool = Field(False, description="the text as it is (no line numbers), its first max_bytes bytes")
+    max_bytes: Optional[int] = Field(None, ge=1, description="with raw: the most bytes to answer (default and at "
+                                     "most 51200)", validation_alias=A("max_bytes", "maxBytes"))
 
 
 class Write(Args):
     path: PathStr = PATH
     content: str = Field(description="the whole new content of the file")
+    overwrite: bool = Field(True, description="replace an existing file (false: refuse when the file exists)")
 
 
 class EditItem(Args):

@@ -46,6 +46,9 @@ def read(ctx: Ctx, args: dict):
         if looks_binary(head):
             raise ToolError(f"{path} is a binary file ({size} bytes): read shows text only; inspect it with "
                             f"bash (for example: xxd {path} | head)")
+        if args.get("raw"):
+            return _raw(head + f.read(max(0, min(int(args.get("max_bytes") or PAGE_BYTES), PAGE_BYTES) - len(head))),
+                        size, int(args.get("max_bytes") or PAGE_BYTES))
         data = head + f.read()
     if not data:
         return "(empty file)"
@@ -84,6 +87,13 @@ def read(ctx: Ctx, args: dict):
     return body
 
 
+def _raw(data: bytes, size: int, want: int) -> dict:
+    """read with raw: the first bytes as text, with the file's size and what was read."""
+    data = data[:min(want, PAGE_BYTES)]
+    return {"content": data.decode("utf-8", errors="replace"),
+            "meta": {"bytes": size, "read_bytes": len(data), "truncated": len(data) < size}}
+
+
 def write(ctx: Ctx, args: dict):
     path, content = args["path"], args.get("content")
     if not isinstance(content, str):
@@ -95,8 +105,13 @@ def write(ctx: Ctx, args: dict):
     real = paths.resolve(ctx, path, write=True)
     if os.path.isdir(real):
         raise ToolError(f"{path} is a directory: give a file path")
-    atomic_write(real, data)
-    return f"wrote {len(data)} bytes to {paths.display(ctx, real)}"
+    try:
+        atomic_write(real, data, replace=args.get("overwrite", True) is not False)
+    except FileExistsError:
+        raise ToolError(f"{path} exists and overwrite is false: nothing was written; set overwrite to true to "
+                        "replace it") from None
+    shown = paths.display(ctx, real)
+    return {"content": f"wrote {len(data)} bytes to {shown}", "meta": {"bytes": len(data), "path": shown}}
 
 
 # -- edit -----------------------------------------------------------------------------------------

@@ -26,8 +26,9 @@ def looks_binary(head: bytes) -> bool:
     return odd > len(head) // 10
 
 
-def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None) -> None:
-    """Write data to a temp file in the same directory, then rename over `real`."""
+def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None, replace: bool = True) -> None:
+    """Write data to a temp file in the same directory, then rename over `real`. replace=False:
+    link it in place instead, which fails with FileExistsError if `real` exists (never replaced)."""
     parent = os.path.dirname(real)
     os.makedirs(parent, exist_ok=True)
     mode = None
@@ -48,7 +49,11 @@ def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None) -> Non
             os.chmod(tmp, 0o666 & ~umask)
         if os.path.realpath(parent) != parent:
             raise ToolError(f"the directory {parent} changed while writing; nothing was written")
-        os.replace(tmp, real)
+        if replace:
+            os.replace(tmp, real)
+        else:
+            os.link(tmp, real, follow_symlinks=False)
+            os.unlink(tmp)
     except BaseException:
         try:
             os.unlink(tmp)
