@@ -191,7 +191,7 @@ class Dialect:
     tools: tuple[Tool, ...]
     not_offered: Mapping[str, str] = field(default_factory=dict)  # a seed's tool runner has no body for → why
     invalid: str = "invalid arguments for {tool}: {problems}"
-    problems: Mapping[str, str] = field(default_factory=dict)  # pydantic error type → the seed's text
+    problems: Mapping[str, str] = field(default_factory=dict)  # pydantic error type ("*": any other) → the seed's text
     custom_prefix: Mapping[str, str] = field(default_factory=dict)  # custom tool kind → prefix of its name
     native_passthrough: bool = False  # runner's own tools under their own names (the seed names no built-ins)
     extras: tuple[str, ...] = ("result",)  # runner tools offered as they are: result pages kept output
@@ -221,11 +221,12 @@ class Dialect:
         """The specs of this dialect's tools that the policy allows (their native tool allowed),
         then the custom tools (a name a dialect tool has is the dialect tool's)."""
         allowed = {s.name: s for s in runner.tools()}
+        denied = set(runner.policy.tools.deny)
         table = self.table()
-        out = [t.spec(allowed[t.native]) for t in table.values() if t.native in allowed]
+        out = [t.spec(allowed[t.native]) for t in table.values() if t.native in allowed and t.name not in denied]
         customs = runner.custom_tools()
         for shown, native in self._customs(runner).items():
-            if shown not in table:
+            if shown not in table and shown not in denied:
                 out.append(replace(customs[native], name=shown))
         return out
 
@@ -239,6 +240,10 @@ class Dialect:
             return self._unknown(runner, tool)
         native = row.native if row is not None else custom
         meta.update(dialect=self.name, dialect_tool=tool, tool=native)
+        if tool in runner.policy.tools.deny:  # a policy may name the dialect's tools too (deny wins)
+            names = ", ".join(s.name for s in self.specs(runner))
+            return ToolResult.error(f"tool {tool} is denied by the policy {runner.policy.name} (tools.deny); allowed "
+                                    f"here: {names or '(no tools)'}", error_type="gated")
         if row is None:
             return runner._call(native, args, call_id, meta)
         if not isinstance(args, dict):
@@ -290,7 +295,7 @@ class Dialect:
             else:
                 template = self.problems.get(kind) or {
                     "missing": "{arg}: required", "extra_forbidden": "{arg}: unexpected argument (not in this tool's "
-                    "schema)"}.get(kind, "{arg}: {msg}")
+                    "schema)"}.get(kind) or self.problems.get("*", "{arg}: {msg}")
             ctx = {k: v for k, v in (err.get("ctx") or {}).items() if isinstance(v, (int, float, str))}
             said = template.format(arg=where, msg=err["msg"].removeprefix("Value error, "), **ctx)
             if said not in problems:

@@ -99,7 +99,8 @@ DIALECT = Dialect(
     name="go-agent",
     seed="003_1402d700c332f8f9.txt",
     invalid="validation error: {problems}",
-    problems={"missing": 'missing required parameter "{arg}"', "extra_forbidden": 'unknown parameter "{arg}"'},
+    problems={"missing": 'missing required parameter "{arg}"', "extra_forbidden": 'unknown parameter "{arg}"',
+              "*": 'parameter "{arg}": {msg}'},
     tools=(
         Tool("read", "read", Read, "Read a file, returning its contents as text."),
         Tool("bash", "bash", Bash, "Execute a shell command and return its combined stdout/stderr."),
