@@ -108,7 +108,9 @@ class Session:
 
         with self._runner() as r:
             before = mcp_tools(r) if name == "refresh_tools" else None
-            self._relay = relay if name in STREAMING_TOOLS else None
+            d = getattr(r, "dialect", None)
+            native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
+            self._relay = relay if native in STREAMING_TOOLS else None
             result = r.call(name, args)
             return result, before is not None and mcp_tools(r) != before
 

@@ -33,4 +33,5 @@ def get(name: str | None):
 
 def tools_of(runner) -> list:
     """The specs an agent of this runner sees: its dialect's, or runner's own."""
-    return runner.dialect.specs(runner) if runner.dialect is not None else runner.tools()
+    d = getattr(runner, "dialect", None)
+    return d.specs(runner) if d is not None else runner.tools()

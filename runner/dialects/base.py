@@ -207,6 +207,11 @@ class Dialect:
             rows.setdefault(n, Tool(n, n))
         return rows
 
+    def native_of(self, tool: str) -> str:
+        """The native tool a name of this dialect runs (the name itself for anything else)."""
+        row = self.table().get(tool)
+        return row.native if row is not None else tool
+
     # -- what the agent sees ------------------------------------------------------------------
     def _customs(self, runner) -> dict[str, str]:
         """{name as shown: native name} of the custom tools the policy allows."""

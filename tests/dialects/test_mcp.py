@@ -77,3 +77,22 @@ def test_mcp_dialect_from_the_policy(tmp_path):
     edit = next(t for t in listed.tools if t.name == "edit")
     assert set(edit.input_schema["properties"]) == {"path", "old_text", "new_text"}
     assert not edited.is_error and (ws / "main.go").read_text() == 'fmt.Println("world")\n'
+
+
+def test_run_bash_output_is_relayed_as_progress_like_bash(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    pol = tmp_path / "p.yaml"
+    pol.write_text("extends: default\ndialect: forgekeeper\n")
+    seen: list[str] = []
+
+    async def go(session):
+        async def progress(done, total, message):
+            seen.append(message)
+
+        return await session.call_tool("run_bash", {"script": "for i in 1 2 3; do echo line $i; done"},
+                                       progress_callback=progress)
+
+    res = with_session(["--workspace", str(ws), "--policy", str(pol)], go)
+    assert json.loads(text(res)) == {"shell": "/bin/bash", "stdout": "line 1\nline 2\nline 3\n", "stderr": ""}
+    assert "".join(seen) == "line 1\nline 2\nline 3\n"  # the raw output as it came, before the answer's shape
