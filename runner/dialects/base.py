@@ -245,10 +245,9 @@ class Dialect:
             return self._unknown(runner, tool)
         native = row.native if row is not None else custom
         meta.update(dialect=self.name, dialect_tool=tool, tool=native)
-        if tool in runner.policy.tools.deny:  # a policy may name the dialect's tools too (deny wins)
-            names = ", ".join(s.name for s in self.specs(runner))
-            return ToolResult.error(f"tool {tool} is denied by the policy {runner.policy.name} (tools.deny); allowed "
-                                    f"here: {names or '(no tools)'}", error_type="gated")
+        refused = self._early(runner, tool, native, args, custom=row is None)
+        if refused is not None:
+            return refused
         if row is None:
             return runner._call(native, args, call_id, meta)
         if not isinstance(args, dict):
@@ -266,6 +265,26 @@ class Dialect:
             a.result = res = self.notice(a)
         a.result = res
         return row.answer(a)
+
+    def _early(self, runner, tool: str, native: str, args: Any, custom: bool) -> ToolResult | None:
+        """The pipeline's first steps (gate, arguments size and depth) before the dialect's own
+        validation, so the order of refusals is the native one; a deny may name the dialect's tool.
+        The native pipeline runs them again on the translated call."""
+        from ..guards import Call, Refusal, args_size
+        from ..schemas import registry
+
+        why = (f"tool {tool} is denied by the policy {runner.policy.name} (tools.deny)"
+               if tool in runner.policy.tools.deny else
+               runner.policy.tool_gate(native, registry.preset(runner.policy.tools.preset), custom=custom))
+        if why:
+            names = ", ".join(s.name for s in self.specs(runner))
+            shown = "" if tool == native else f"{tool} (runner's {native}): "
+            return ToolResult.error(f"{shown}{why}; allowed here: {names or '(no tools)'}", error_type="gated")
+        try:
+            args_size(None, Call(tool, None, args))
+        except Refusal as e:
+            return e.result()
+        return None
 
     def _error(self, a: Answer) -> ToolResult:
         """A native error in the seed's words: its own texts where it writes them out, and a

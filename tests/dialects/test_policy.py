@@ -90,7 +90,11 @@ def test_deny_holds_by_native_and_by_dialect_name(tmp_path):
     assert not (ws / "made-it").exists()
     with Runner(executor="docker", workspace=ws, dialect="go-agent") as r:  # preset coding: no web tools
         res = r.call("web_fetch", {"url": "http://127.0.0.1/"})
-        assert res.is_error and res.meta["error_type"] == "gated" and "web_fetch (runner's web_fetch)" in res.content
+        assert res.is_error and res.meta["error_type"] == "gated"
+        assert res.content == ("tool web_fetch is not allowed by the policy default (preset coding); allowed here: "
+                               "read, bash, edit, write, grep, ls, result")
+        res = r.call("web_fetch", {"url": 1, "nested": [[[[]]]]})  # the gate speaks before the arguments
+        assert res.meta["error_type"] == "gated"
 
 
 def test_rate_limits_count_the_native_tool(tmp_path):
