@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -199,6 +200,11 @@ class Dialect:
     deviations: tuple[str, ...] = ()  # where the answers differ from the seed, said by `runner tools`
 
     def table(self) -> dict[str, Tool]:
+        """{name: Tool} of every tool this dialect offers (built once)."""
+        return self._table
+
+    @cached_property
+    def _table(self) -> dict[str, Tool]:
         from ..schemas import registry
 
         rows = {t.name: t for t in self.tools}
@@ -242,6 +248,7 @@ class Dialect:
         row = self.table().get(tool) if isinstance(tool, str) else None
         custom = None if row is not None or not isinstance(tool, str) else self._customs(runner).get(tool)
         if row is None and custom is None:
+            meta.update(dialect=self.name, dialect_tool=str(tool)[:100])
             return self._unknown(runner, tool)
         native = row.native if row is not None else custom
         meta.update(dialect=self.name, dialect_tool=tool, tool=native)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runner import Runner
-from runner.audit import AuditLog
+from runner.audit import AuditLog, format_record
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -63,10 +63,13 @@ def test_the_audit_names_dialect_tool_and_native_tool(tmp_path):
         assert not r.call("write_file", {"file": "a.txt", "content": "hello"}).is_error
         assert not r.call("read_file", {"file": "a.txt"}).is_error
         assert r.call("run_bash", {}).is_error  # refused by the dialect's schema: audited all the same
+        assert r.call("run_powershell", {}).is_error  # not offered: audited too
     recs = AuditLog(audit).tail(10)
     assert [(x["dialect"], x["dialect_tool"], x["tool"], x["status"], x["error_type"]) for x in recs] == [
         ("forgekeeper", "write_file", "write", "ok", None), ("forgekeeper", "read_file", "read", "ok", None),
-        ("forgekeeper", "run_bash", "bash", "error", "validation")]
+        ("forgekeeper", "run_bash", "bash", "error", "validation"),
+        ("forgekeeper", "run_powershell", "run_powershell", "error", "validation")]
+    assert "  forgekeeper:write_file->write  ok  " in format_record(recs[0])
     assert json.loads(recs[0]["args"]) == {"file": "a.txt", "content": "hello"}  # as the agent sent them
     assert recs[2]["error"] == "script is required"
 
