@@ -106,7 +106,7 @@ def test_validate_makes_args_canonical_for_builtin_and_custom(tmp_path):
     ctx = context(tmp_path)
     c = call("read", {"file_path": "a.txt", "offset": "2"})
     guards.validate(ctx, c)
-    assert c.args == {"path": "a.txt", "offset": 2, "limit": None}
+    assert c.args == {"path": "a.txt", "offset": 2, "limit": None, "raw": False, "max_bytes": None}
     c = call("lint", {"args": "-q"}, spec=CUSTOM)
     guards.validate(ctx, c)
     assert c.args == {"args": "-q"}
