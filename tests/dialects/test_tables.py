@@ -175,3 +175,33 @@ def test_listing_notes_name_what_is_not_offered():
     mc = dialects.get("miclaw").listing_notes()
     assert "not offered: exec(env): runner's exec takes no environment: set variables in the command (K=V cmd)" in mc
     assert any(line.startswith("not offered: cron: ") for line in mc)
+
+
+def test_forgekeeper_http_fetch_answer_from_the_native_one():
+    """http_fetch's object, built from the native answer's text and meta (the sandboxes here have
+    no network to fetch from; the native tool's own tests cover fetching)."""
+    from types import SimpleNamespace
+
+    from runner.dialects.base import Answer
+    from runner.redact import Redactor
+    from runner.results import ToolResult
+
+    d = dialects.get("forgekeeper")
+    row = d.table()["http_fetch"]
+    fake = SimpleNamespace(redactor=Redactor())
+
+    def answer(status, body, is_error=False):
+        native = ToolResult(content=f"status: {status}\nurl: https://x.test/b\ncontent-type: application/json\n"
+                                    f"bytes: {len(body)}\n\n{body}", is_error=is_error,
+                            meta={"status": status, "url": "https://x.test/b", "bytes": len(body), "truncated": False})
+        args, _ = row.translate({"url": "https://x.test/a"}, d)
+        return row.answer(Answer(native, args, {}, fake, d, row))
+
+    ok = answer(200, '{"name": "forgekeeper"}')
+    assert not ok.is_error and json.loads(ok.content) == {
+        "url": "https://x.test/a", "finalUrl": "https://x.test/b", "ok": True, "status": 200,
+        "contentType": "application/json", "bytes": 23, "truncated": False, "text": '{"name": "forgekeeper"}'}
+    missing = answer(404, "not here", is_error=True)  # an HTTP answer, not a failure: ok false
+    assert not missing.is_error and json.loads(missing.content)["ok"] is False
+    failed = row.answer(Answer(ToolResult.error("fetching https://x.test/a failed: refused"), {}, {}, fake, d, row))
+    assert failed.is_error and failed.content == "fetching https://x.test/a failed: refused"
