@@ -17,6 +17,7 @@ from typing import Callable
 from executors import ExecRequest, Executor, ExecutorError
 
 from . import bundle
+from .errors import RunnerError
 from .toolbox import wire
 
 START_TIMEOUT = 60.0
@@ -25,6 +26,10 @@ MAX_LINE = wire.MAX_LINE
 
 class SandboxDied(Exception):
     """The agent (or its container) ended or stopped answering; the sandbox must be replaced."""
+
+
+class NoSandbox(RunnerError):
+    """No sandbox could be started for an op: the message says why."""
 
 
 class Sandbox:

@@ -99,11 +99,8 @@ def content(a: Answer) -> str:
 
 
 def workdir(a: Answer) -> str:
-    """Where the native tools run: the sandbox's workspace."""
-    from ..core import SANDBOX_WORKSPACE
-
-    ex = a.runner.policy.sandbox.executor
-    return SANDBOX_WORKSPACE if ex == "docker" else (a.runner.ssh.workdir if ex == "ssh" else str(a.runner.workspace))
+    """Where the native tools run: the workspace as the sandbox sees it."""
+    return a.runner.placement.workspace
 
 
 def as_text(a: Answer) -> ToolResult:

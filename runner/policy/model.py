@@ -138,12 +138,21 @@ class Features(Strict):
 
 
 class SandboxPolicy(Strict):
-    executor: Literal["docker", "local", "ssh"] = "docker"
+    executor: str = Field(default="docker", description="the backend: one of runner.backends.names()")
     lifecycle: Literal["per-session", "per-call"] = "per-session"
     image: str = "runner/base:latest"
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
     workspace: Literal["rw", "ro"] = Field(default="rw", description="how the workspace is mounted")
     pool_size: int | None = Field(default=None, ge=0, description="warm sandboxes kept ready (per-call)")
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: Any) -> str:
+        from ..backends import names
+
+        if not isinstance(v, str) or v not in names():
+            raise ValueError(f"{v!r} is not allowed{_did_you_mean(v, names())}; use {' | '.join(names())}")
+        return v
 
     @field_validator("image")
     @classmethod
@@ -524,9 +533,10 @@ class Policy(Strict):
         RUNNER_PROTECT_DIRS (colon-separated), and dotted overrides such as
         {"limits.memory": "2g", "sandbox.executor": "local"}. Absolute protect paths are accepted
         when `workspace` is given and they lie inside it. Raises PolicyError on a bad one."""
-        from .loader import PolicyError, Problem, _problems_from_validation
-        from .protect import normalise
         from pydantic import ValidationError
+
+        from .problems import PolicyError, Problem, from_validation
+        from .protect import normalise
 
         env = os.environ if environ is None else environ
         data = self.model_dump(mode="json")
@@ -551,7 +561,7 @@ class Policy(Strict):
         try:
             pol = Policy.model_validate(data)
         except ValidationError as e:
-            raise PolicyError(_problems_from_validation(e, None, None, "override")) from None
+            raise PolicyError(from_validation(e, Policy, origin="override")) from None
         pol._source = self._source
         return pol
 
