@@ -489,6 +489,10 @@ class Runner:
             meta.setdefault("error_type", "execution")
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
 
+    def _labels(self) -> dict[str, str]:
+        """Labels of this Runner's sandboxes: a tenant's carry runner.tenant=NAME (runner serve)."""
+        return {"runner.role": "agent", **({"runner.tenant": self.policy.tenant} if self.policy.tenant else {})}
+
     def _make_sandbox(self):
         from .sandbox import Sandbox
 
@@ -526,7 +530,7 @@ class Runner:
             hello["proxy"] = self._egress.proxy_url
         cfg = SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
                             user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
-                            lifecycle="per-call", session=self.session_id, labels={"runner.role": "agent"}, **net)
+                            lifecycle="per-call", session=self.session_id, labels=self._labels(), **net)
         hello.update(workspace=SANDBOX_WORKSPACE, protected=[f"{SANDBOX_WORKSPACE}/{p}" for p in self.protected],
                      roots=[{"path": m.target, "read_only": m.mode == "ro"} for m in pol.mounts])
         return Sandbox(DockerExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)
