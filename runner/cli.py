@@ -308,11 +308,12 @@ def serve(
     db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
     idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an unused session ends"),
     max_lifetime: float = typer.Option(86400.0, "--max-lifetime", help="seconds after which any session ends"),
+    max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="largest request body in bytes (413 past it)"),
 ):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main = _serve_module("main")
     opts = main.ServeOptions(host=host, port=port, data=data, db=db, idle_timeout=idle_timeout,
-                             max_lifetime=max_lifetime)
+                             max_lifetime=max_lifetime, max_body=max_body)
     raise typer.Exit(guarded(main.serve, opts))
 
 

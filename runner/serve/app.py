@@ -96,6 +96,11 @@ def create_app(state: State) -> FastAPI:
     async def blocking(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.threads)
 
+    @app.exception_handler(_Over)
+    async def _over(request: Request, exc: "_Over"):
+        return JSONResponse({"detail": f"the request body is over the limit of {state.max_body} bytes"},
+                            status_code=413)
+
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
@@ -327,10 +332,11 @@ async def _sse(state: State, request: Request, sid: str, live, body: CallIn):
     finally:
         if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
             # session stays, and its next call gets a fresh sandbox)
+            # (a thread, not an await: a cancelled or closed generator cannot wait here)
             import os
 
-            await anyio.to_thread.run_sync(remove_containers, {"runner.session": sid, "runner.role": "agent",
-                                                               "runner.owner.pid": str(os.getpid())})
+            threading.Thread(target=remove_containers, args=({"runner.session": sid, "runner.role": "agent",
+                                                              "runner.owner.pid": str(os.getpid())},)).start()
 
 
 # -- files -------------------------------------------------------------------------------------
