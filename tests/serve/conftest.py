@@ -37,6 +37,14 @@ def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
     raise AssertionError(f"{what}: not met within {timeout:g}s")
 
 
+def fresh_minute(room: float = 20.0) -> None:
+    """Quotas count calls per clock minute: start a quota check with `room` seconds of the minute
+    left, so its few calls fall in one window (a wait, never an assertion on time)."""
+    left = 60 - time.time() % 60
+    if left < room:
+        time.sleep(left + 0.05)
+
+
 class Server:
     def __init__(self, proc: subprocess.Popen, url: str) -> None:
         self.proc, self.url = proc, url

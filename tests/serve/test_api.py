@@ -9,7 +9,7 @@ import subprocess
 import httpx
 import pytest
 
-from .conftest import add_tenant, runner_argv, session_containers, tenant_containers, tenants, wait_for
+from .conftest import add_tenant, fresh_minute, runner_argv, session_containers, tenant_containers, tenants, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -132,6 +132,7 @@ def test_quotas_answer_429_with_retry_after(start_server, data, policy_file):
         sid = c.post("/v1/sessions", json={}).json()["id"]
         full = c.post("/v1/sessions", json={})
         assert full.status_code == 429 and int(full.headers["retry-after"]) > 0
+        fresh_minute()
         codes = [c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}}).status_code for _ in range(3)]
         assert codes[:2] == [200, 200] and codes[2] == 429
         r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})
