@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import weakref
 
 import anyio
 import anyio.to_thread
@@ -42,7 +41,14 @@ class TenantRegistry(Registry):
             except BaseException:
                 shutil.rmtree(ws, ignore_errors=True)
                 raise
-            weakref.finalize(r, shutil.rmtree, str(ws), True)  # the workspace goes with its Runner
+            close = r.close
+
+            def close_and_remove() -> None:  # the workspace goes with its Runner, on every way out
+                try:
+                    close()
+                finally:
+                    shutil.rmtree(ws, ignore_errors=True)
+            r.close = close_and_remove
             return r
         return make
 
