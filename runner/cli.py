@@ -112,10 +112,16 @@ def call(
     executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
     policy: Optional[str] = typer.Option(None, help="policy name or file"),
     protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+    server: Optional[str] = typer.Option(None, "--server", help="run it on a `runner serve` at this URL (with --key), in a session of its own"),
+    key: Optional[str] = typer.Option(None, "--key", envvar="RUNNER_KEY", help="the tenant's API key for --server (or $RUNNER_KEY)"),
 ):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
     from .toolcli import call as do_call
 
+    if server:
+        from .toolcli import call_remote
+
+        raise typer.Exit(guarded(call_remote, tool, args, server, key, policy))
     raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect))
 
 

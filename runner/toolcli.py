@@ -40,6 +40,20 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
     return 1 if res.is_error else 0
 
 
+def call_remote(tool: str, args_text: str, server: str, key: str | None, policy: str | None) -> int:
+    """`runner call --server URL --key KEY`: the same call in a session of its own on runner serve."""
+    from .client import RemoteRunner
+    from .printable import json_text
+
+    if not key:
+        raise UsageError("--server needs the tenant's key: --key KEY or $RUNNER_KEY")
+    args = parse_args_json(args_text)
+    with RemoteRunner(server, key, policy) as r:
+        res = r.call(tool, args)
+    sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
+    return 1 if res.is_error else 0
+
+
 ID_MAX_CHARS = 256
 
 
