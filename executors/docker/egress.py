@@ -410,10 +410,10 @@ class Egress:
             raise EgressUnavailable("egress teardown left things behind: " + "; ".join(problems))
 
 
-def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
+def reap_orphans(client, dry_run: bool = False, only: set[str] | None = None) -> list[tuple[str, str]]:
     """For `runner gc`: tear down the egress of every session whose owner is gone or whose time
     is up (proxy, networks, firewall rules), and firewall rules whose network no longer exists.
-    Returns (session, reason) for each."""
+    Returns (session, reason) for each. only: these sessions alone (runner serve's own)."""
     done: list[tuple[str, str]] = []
     sessions_with_network = set()
     for net in client.networks.list(filters={"label": f"{L.MANAGED}=true"}):
@@ -435,6 +435,8 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
             session = line.split(COMMENT_PREFIX, 1)[1].split('"', 1)[0].split(" ", 1)[0]
             if session and session not in sessions_with_network and session not in {s for s, _ in done}:
                 done.append((session, "firewall rules without their network"))
+    if only is not None:
+        done = [(s, why) for s, why in done if s in only]
     if not dry_run:
         for session, _ in done:
             eg = Egress.__new__(Egress)  # teardown only: no allowlist, no start

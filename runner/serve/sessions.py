@@ -290,18 +290,13 @@ def remove_containers(labels: dict[str, str | None]) -> int:
 
 
 def remove_networks(sids: set[str]) -> None:
-    """Egress networks (allowlist mode) of these sessions whose containers are gone."""
+    """The egress (allowlist mode: proxy, networks, firewall rules) of these sessions whose owner
+    process is gone, as `runner gc` does, and nothing of any other session."""
     if not sids:
         return
-    from executors.docker.labels import orphan_reason
-
     try:
-        client = _client()
-        for n in client.api.networks(filters={"label": ["runner.managed=true", "runner.session"]}):
-            if (n.get("Labels") or {}).get("runner.session") in sids and orphan_reason(n.get("Labels") or {}):
-                try:
-                    client.api.remove_network(n["Id"])
-                except Exception:
-                    pass
+        from executors.docker.egress import reap_orphans
+
+        reap_orphans(_client(), only=sids)
     except Exception as e:
-        sys.stderr.write(f"runner serve: could not list networks: {e}\n")
+        sys.stderr.write(f"runner serve: could not reap the egress of a previous run: {e}\n")
