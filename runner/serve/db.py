@@ -80,6 +80,7 @@ def make_engine(url: str) -> Engine:
         def _pragmas(conn, _record):
             cur = conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute("PRAGMA synchronous=NORMAL")  # durable in WAL mode; a commit is no fsync
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA busy_timeout=30000")
             cur.close()
