@@ -7,7 +7,6 @@ same with per-call sandboxes (fewer calls: each one starts a container).
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import statistics

@@ -96,6 +96,10 @@ def migrate(engine: Engine) -> None:
     cfg = Config()
     cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":  # instances starting together migrate one at a time
+            from sqlalchemy import text
+
+            conn.execute(text("SELECT pg_advisory_xact_lock(7013)"))
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, "head")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ..wspath import UnsafePath, make_dirs, open_dir, parts
 
@@ -18,7 +18,7 @@ class TooLarge(Exception):
 
 
 def _split(rel: str) -> tuple[str, str]:
-    names = parts(rel.removeprefix("/workspace/") if rel.startswith("/workspace/") else rel)
+    names = parts(rel)
     if not names:
         raise UnsafePath(f"{rel!r}: name a file in the workspace")
     return "/".join(names[:-1]), names[-1]
@@ -82,7 +82,3 @@ def _lstat(dir_fd: int, name: str):
     except FileNotFoundError:
         return None
 
-
-def sandbox_path(rel: str) -> str:
-    """The path as the tools see it (for the protected-path check)."""
-    return str(PurePosixPath("/workspace") / "/".join(parts(rel)))

@@ -10,7 +10,7 @@ import threading
 import anyio
 import anyio.to_thread
 
-from ..mcp_server import SESSION_HEADER, Options, Registry, build_server, init_options  # noqa: F401
+from ..mcp_server import SESSION_HEADER, Options, Registry, build_server
 from . import tenants as T
 from .sessions import own_workspace
 
