@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,16 +145,25 @@ def create_app(state: State) -> FastAPI:
         source = _granted_policy(grant, policy)
 
         def specs():
+            import shutil
+            import tempfile
+
             from ..core import Runner
             from ..schemas import formats
+            from .sessions import own_workspace
 
-            empty = state.data / "empty"
-            empty.mkdir(exist_ok=True, mode=0o755)
-            r = Runner(workspace=empty, policy=source, tenant=grant.name)
+            (state.data / "tmp").mkdir(exist_ok=True, mode=0o700)
+            empty = Path(tempfile.mkdtemp(prefix="tools-", dir=state.data / "tmp"))  # nobody else's
             try:
-                return json.loads(formats.export(r.tools(), "json"))
+                os.chmod(empty, 0o755)
+                own_workspace(empty)
+                r = Runner(workspace=empty, policy=source, tenant=grant.name)
+                try:
+                    return json.loads(formats.export(r.tools(), "json"))
+                finally:
+                    r.close()
             finally:
-                r.close()
+                shutil.rmtree(empty, ignore_errors=True)
         return await blocking(specs)
 
     @app.post("/v1/sessions", status_code=201)
@@ -333,8 +343,6 @@ async def _sse(state: State, request: Request, sid: str, live, body: CallIn):
         if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
             # session stays, and its next call gets a fresh sandbox)
             # (a thread, not an await: a cancelled or closed generator cannot wait here)
-            import os
-
             threading.Thread(target=remove_containers, args=({"runner.session": sid, "runner.role": "agent",
                                                               "runner.owner.pid": str(os.getpid())},)).start()
 
