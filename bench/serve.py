@@ -1,8 +1,8 @@
 """`runner serve` under load for `make bench`: T tenants x S concurrent sessions x C calls, on
 loopback only; calls/s, p50 and p99 latency, the server's peak RSS and 429s counted; then the
-same with per-call sandboxes (fewer calls: each one starts a container).
+same with per-call sandboxes (fewer sessions and calls: each call starts a container).
 
-    .venv/bin/python bench/serve.py [--tenants 10] [--sessions 5] [--calls 50] [--per-call-calls 10]
+    .venv/bin/python bench/serve.py [--tenants 10] [--sessions 5] [--calls 50] [--per-call-calls 10] [--per-call-sessions 1]
 """
 from __future__ import annotations
 
@@ -102,13 +102,16 @@ def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def serve_section(tenants: int = 10, sessions: int = 5, calls: int = 50, per_call_calls: int = 10) -> None:
-    print(f"\n## runner serve: {tenants} tenants x {sessions} concurrent sessions, `ls` calls over loopback\n")
-    print("| sandboxes | calls | wall s | calls/s | p50 ms | p99 ms | server RSS idle / peak MB | 429s | other errors |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for lifecycle, n in (("per-session", calls), ("per-call", per_call_calls)):
-        r = load(tenants, sessions, n, lifecycle)
-        print(f"| {lifecycle} ({n} calls each) | {r['calls']} | {r['wall_s']:.1f} | {r['calls_per_s']:.1f} | "
+def serve_section(tenants: int = 10, sessions: int = 5, calls: int = 50, per_call_calls: int = 10,
+                  per_call_sessions: int = 1) -> None:
+    """Per-call sandboxes start a container for every call (and keep one warm per session): on 2
+    cores, 50 sessions doing that at once starve the machine, so that half runs fewer sessions."""
+    print(f"\n## runner serve: {tenants} tenants, `ls` calls over loopback\n")
+    print("| sandboxes | sessions at once | calls | wall s | calls/s | p50 ms | p99 ms | server RSS idle / peak MB | 429s | other errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for lifecycle, n, per in (("per-session", calls, sessions), ("per-call", per_call_calls, per_call_sessions)):
+        r = load(tenants, per, n, lifecycle)
+        print(f"| {lifecycle} ({n} calls each) | {tenants * per} | {r['calls']} | {r['wall_s']:.1f} | {r['calls_per_s']:.1f} | "
               f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rss_idle_mb']:.0f} / {r['rss_peak_mb']:.0f} | {r['429s']} | "
               f"{r['errors'] or '-'} |", flush=True)
 
@@ -119,8 +122,9 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=5)
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--per-call-calls", type=int, default=10)
+    ap.add_argument("--per-call-sessions", type=int, default=1, help="sessions per tenant in the per-call half")
     a = ap.parse_args()
-    serve_section(a.tenants, a.sessions, a.calls, a.per_call_calls)
+    serve_section(a.tenants, a.sessions, a.calls, a.per_call_calls, a.per_call_sessions)
 
 
 if __name__ == "__main__":

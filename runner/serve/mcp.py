@@ -49,6 +49,18 @@ class TenantRegistry(Registry):
                 finally:
                     shutil.rmtree(ws, ignore_errors=True)
             r.close = close_and_remove
+            call = r.call
+
+            def counted_call(tool, args=None, **kw):  # the tenant's calls per minute, as on /v1
+                from ..results import ToolResult
+
+                retry = T.take_call(state.db, grant)
+                if retry is not None:
+                    return ToolResult.error(f"tenant {grant.name} is over its {grant.calls_per_minute} calls per "
+                                            f"minute: retry after {int(retry + 0.999)} s", error_type="gated",
+                                            retry_after=int(retry + 0.999))
+                return call(tool, args, **kw)
+            r.call = counted_call
             return r
         return make
 

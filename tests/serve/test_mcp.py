@@ -13,7 +13,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import add_tenant, tenant_containers, wait_for
+from .conftest import add_tenant, fresh_minute, tenant_containers, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -23,7 +23,7 @@ def text(res) -> str:
 
 
 def test_mcp_sessions_with_keys_one_sandbox_each(start_server, data, policy_file, docker_client):
-    keys = {t: add_tenant(t, data, policy_file) for t in ("m1", "m2")}
+    keys = {t: add_tenant(t, data, policy_file, "--calls-per-minute", "4") for t in ("m1", "m2")}
     server = start_server("--data", str(data))
     url = server.url + "/mcp"
     seen = {}
@@ -56,6 +56,10 @@ def test_mcp_sessions_with_keys_one_sandbox_each(start_server, data, policy_file
                     seen.setdefault("codes", []).append(r.status_code)
             res = await s.call_tool("read", {"path": "f.txt"})
             assert "hello" in text(res)
+            # the tenant's calls per minute count MCP calls too: five in one minute, four allowed
+            fresh_minute()
+            results = [await s.call_tool("ls", {}) for _ in range(5)]
+            assert any(r.is_error and "calls per minute" in text(r) for r in results)
     anyio.run(main)
     assert seen["codes"] == [404, 401]
     assert seen["containers"] == ["m1"]
