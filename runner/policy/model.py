@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr,
                       field_validator, model_validator)
 
-from executors.models import Limits, parse_size
+from executors.models import DEFAULT_IMAGE, Limits, parse_size
+
+from ..errors import RunnerError
 
 # Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
 GATED_TOOLS: dict[str, frozenset[str]] = {
@@ -139,7 +141,7 @@ class Features(Strict):
 class SandboxPolicy(Strict):
     executor: str = Field(default="docker", description="the backend: one of runner.backends.names()")
     lifecycle: Literal["per-session", "per-call"] = "per-session"
-    image: str = "runner/base:latest"
+    image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
     workspace: Literal["rw", "ro"] = Field(default="rw", description="how the workspace is mounted")
     pool_size: int | None = Field(default=None, ge=0, description="warm sandboxes kept ready (per-call)")
@@ -560,7 +562,7 @@ def _builtin_names() -> frozenset[str]:
     return frozenset(SPECS)
 
 
-class SecretUnavailable(Exception):
+class SecretUnavailable(RunnerError):
     """A required secret has no value (its variable is unset or its file unreadable)."""
 
 
