@@ -99,6 +99,12 @@ def main() -> None:
 
     for title, rows in custom_section(args.n):
         print_table(title, rows)
+    try:  # runner serve under load (the extra runner[serve])
+        from bench.serve import serve_section
+        import fastapi  # noqa: F401
+    except ImportError:
+        return
+    serve_section()
 
 
 if __name__ == "__main__":

@@ -63,7 +63,7 @@ def guarded(fn, *args, **kw):
 @app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_(
     cmd: List[str] = typer.Argument(None, help="the command and its arguments, after --"),
-    image: str = typer.Option("runner/base", "--image", "-i", help="image to run (never pulled)"),
+    image: Optional[str] = typer.Option(None, "--image", "-i", help="image to run (never pulled; default runner/base)"),
     timeout: Optional[float] = typer.Option(None, help="seconds; then the whole process tree is killed (exit 124)"),
     memory: Optional[str] = typer.Option(None, help="memory limit, memory+swap equal (default 512m)"),
     cpus: Optional[float] = typer.Option(None, help="CPU share (default 1)"),
@@ -115,10 +115,18 @@ def call(
     policy: Optional[str] = typer.Option(None, help="policy name or file"),
     protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
     dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
+    server: Optional[str] = typer.Option(None, "--server", help="run it on a `runner serve` at this URL (with --key), in a session of its own"),
+    key: Optional[str] = typer.Option(None, "--key", envvar="RUNNER_KEY", help="the tenant's API key for --server (or $RUNNER_KEY)"),
 ):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
     from .toolcli import call as do_call
 
+    if server:
+        if dialect:
+            raise typer.BadParameter("a dialect is chosen by the server's policy, not with --server", param_hint="--dialect")
+        from .toolcli import call_remote
+
+        raise typer.Exit(guarded(call_remote, tool, args, server, key, policy))
     raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect, dialect))
 
 
@@ -287,6 +295,102 @@ def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine
         ok &= status != "FAIL"
         typer.echo(printable(f"[{status:4}] {what}: {detail}"))
     raise typer.Exit(0 if ok else 1)
+
+
+# -- runner serve and runner tenants (runner/serve/, the extra runner[serve]) --------------------
+tenants_app = typer.Typer(no_args_is_help=True, help="The tenants of `runner serve`: keys, grants and quotas.")
+app.add_typer(tenants_app, name="tenants")
+DATA_HELP = "state directory (default $RUNNER_DATA, else ~/.local/share/runner); the database defaults to SQLite in it"
+DB_HELP = "database URL (sqlite:///FILE or postgresql://...); default SQLite in --data"
+
+
+def _serve_module(name: str):
+    import importlib
+
+    try:
+        return importlib.import_module(f"runner.serve.{name}")
+    except ImportError as e:
+        raise fail(f"runner serve needs its libraries ({e}): pip install 'runner[serve]'") from None
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+    port: int = typer.Option(8700, "--port", help="port to listen on (0 picks a free one)"),
+    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+    idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an unused session ends"),
+    max_lifetime: float = typer.Option(86400.0, "--max-lifetime", help="seconds after which any session ends"),
+    max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="largest request body in bytes (413 past it)"),
+):
+    """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
+    main = _serve_module("main")
+    opts = main.ServeOptions(host=host, port=port, data=data, db=db, idle_timeout=idle_timeout,
+                             max_lifetime=max_lifetime, max_body=max_body)
+    raise typer.Exit(guarded(main.serve, opts))
+
+
+def _tenants_db(data, db):
+    return _serve_module("db").open_db(data, db)
+
+
+@tenants_app.command("add")
+def tenants_add(
+    name: str = typer.Argument(..., help="the tenant's name (a-z, 0-9, - and _)"),
+    policy: List[str] = typer.Option([], "--policy", help="a policy it may use (preset or file; repeatable; the first is its default; default multi-tenant)"),
+    image: List[str] = typer.Option([], "--image", help="an image it may run with POST /v1/exec (repeatable; default none)"),
+    max_sessions: Optional[int] = typer.Option(None, "--max-sessions", help="open sessions at once (default 10)"),
+    calls_per_minute: Optional[int] = typer.Option(None, "--calls-per-minute", help="tool calls per minute (default 600)"),
+    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """Add a tenant; print its API key alone on stdout (only a hash of it is kept)."""
+    tenants = _serve_module("tenants")
+    key = guarded(lambda: tenants.add(_tenants_db(data, db), name, list(policy), max_sessions, calls_per_minute,
+                                      list(image)))
+    typer.echo(f"runner: tenant {name} added; its key follows on stdout (it is not shown again)", err=True)
+    typer.echo(key)
+
+
+@tenants_app.command("key")
+def tenants_key(
+    name: str = typer.Argument(...),
+    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """A new API key for the tenant, alone on stdout; the old key stops working at once."""
+    tenants = _serve_module("tenants")
+    typer.echo(guarded(lambda: tenants.rotate(_tenants_db(data, db), name)))
+
+
+@tenants_app.command("list")
+def tenants_list(
+    json_out: bool = typer.Option(False, "--json", help="JSON instead of a table"),
+    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """The tenants, their grants, quotas and open sessions."""
+    import json
+
+    rows = guarded(lambda: _serve_module("tenants").listing(_tenants_db(data, db)))
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    typer.echo(f"{'TENANT':20} {'SESSIONS':>8} {'MAX':>4} {'CALLS/MIN':>9}  POLICIES  IMAGES")
+    for r in rows:
+        typer.echo(f"{r['name']:20} {r['open_sessions']:>8} {r['max_sessions']:>4} {r['calls_per_minute']:>9}  "
+                   f"{','.join(r['policies'])}  {','.join(r['images']) or '-'}")
+
+
+@tenants_app.command("remove")
+def tenants_remove(
+    name: str = typer.Argument(...),
+    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
+    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
+):
+    """Remove the tenant: its key stops working, its sessions are closed (sandboxes and workspaces removed)."""
+    closed = guarded(lambda: _serve_module("admin").remove_tenant(data, db, name))
+    typer.echo(f"runner: tenant {name} removed; {closed} open session(s) closed", err=True)
 
 
 def main() -> None:

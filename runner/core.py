@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .errors import RunnerError
+from .errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from .results import ToolResult
 
@@ -254,9 +254,9 @@ class Runner:
         off = self._custom_off()
         if off:  # it may be a custom tool that was never loaded
             return ToolResult.error(f"unknown tool: {str(tool)[:100]}; it is no built-in, and {off}. Tools that "
-                                    f"exist here: {names}", error_type="gated")
+                                    f"exist here: {names}", error_type=ErrorType.GATED)
         return ToolResult.error(f"unknown tool: {str(tool)[:100]}. Tools that exist here: {names}",
-                                error_type="validation")
+                                error_type=ErrorType.VALIDATION)
 
     def _guards(self):
         """What the guard steps consult (runner/guards.py)."""
@@ -270,29 +270,30 @@ class Runner:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
+        from executors.models import TIMEOUT_EXIT
         from executors.ssh import SSHConfig, SSHExecutor
 
         from . import hostroute
-        from .hostshell import Refused
+        from .hostshell import CommandRefused
 
         if tool == "exec" and args.get("background"):
             return ToolResult.error("background mode is refused for host commands: run it in the foreground",
-                                    error_type="gated")
+                                    error_type=ErrorType.GATED)
         if self.policy.host is None:
             return ToolResult.error("the policy lists host_commands but names no host to run them on (policy key "
-                                    "host: {host, user, key_file, known_hosts})", error_type="gated")
+                                    "host: {host, user, key_file, known_hosts})", error_type=ErrorType.GATED)
         sandbox_ws = self.placement.workspace
         host = self.policy.host
         if host.forced_command and host.env:
             return ToolResult.error("the policy's host has forced_command and env: a forced-command host receives "
                                     "only the request; set the environment in its authorized_keys line instead",
-                                    error_type="gated")
+                                    error_type=ErrorType.GATED)
         try:
             argv = hostroute.route(args["command"], host_rules)
             cwd = hostroute.host_dir(args.get("cwd") or args.get("working_dir") or "", sandbox_ws, self.workspace)
             sent = hostroute.invocation(argv, cwd, args["timeout"], host_rules, host, str(self.workspace))
-        except Refused as e:
-            return ToolResult.error(str(e), error_type="gated")
+        except CommandRefused as e:
+            return ToolResult.error(str(e), error_type=ErrorType.GATED)
         if self._host_exec is None:
             self._host_exec = SSHExecutor(SSHConfig(**host.model_dump(exclude={"runner"})))
         sink = self.store.sink(call_id, self.stream_caps)
@@ -304,10 +305,11 @@ class Runner:
                 res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
         except ExecutorError as e:
             sink.finish()
-            return ToolResult.error(f"host command failed to run: {e}", error_type="execution")
+            return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)
         suffix = ""
         if res.timed_out:
-            suffix = f"timed out after {args['timeout']:g}s: the command and all its processes were killed (exit code 124)"
+            suffix = (f"timed out after {args['timeout']:g}s: the command and all its processes were killed "
+                      f"(exit code {TIMEOUT_EXIT})")
         elif res.exit_code == 127 and not host.forced_command:
             suffix = (f"exit code: 127 (if `{host.runner}` was not found on the host, set the policy's host.runner "
                       "to the path of runner there)")
@@ -351,7 +353,7 @@ class Runner:
         text = self.store.page(args["call_id"], args.get("offset") or 1, args.get("limit") or 2000)
         if text is None:
             return ToolResult.error(f"no kept output for call_id {args['call_id']}: only truncated outputs of this "
-                                    "session are kept", error_type="validation")
+                                    "session are kept", error_type=ErrorType.VALIDATION)
         return ToolResult(content=text)
 
     # -- sandboxes ----------------------------------------------------------------------
@@ -365,11 +367,11 @@ class Runner:
         try:
             msg = self.session.run(call_id, tool, args, timeout, on_output=sink.write)
         except NoSandbox as e:
-            return ToolResult.error(str(e), error_type="execution")
+            return ToolResult.error(str(e), error_type=ErrorType.EXECUTION)
         except SandboxDied as e:
             return ToolResult.error(f"the sandbox died during this call ({e}). Nothing of this call can be trusted "
                                     "to have completed; a fresh sandbox will serve the next call.",
-                                    error_type="execution")
+                                    error_type=ErrorType.EXECUTION)
         return self._compose(msg, sink)
 
     def _compose(self, msg: dict, sink) -> ToolResult:
@@ -388,9 +390,9 @@ class Runner:
             content, tmeta = sink.finish()
             meta.update(tmeta)
         if meta.get("timed_out"):
-            meta["error_type"] = "timeout"
+            meta["error_type"] = str(ErrorType.TIMEOUT)
         elif is_error:
-            meta.setdefault("error_type", "execution")
+            meta.setdefault("error_type", str(ErrorType.EXECUTION))
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
 
 

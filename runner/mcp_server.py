@@ -404,9 +404,13 @@ class Registry:
                                 "(--max-sessions): end a session (DELETE) or wait for an idle one to be reaped")
             if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
                 self.one_shots += 1
-                return _OneShot(self.opts.make_runner, self._release_one_shot), True
-            s = self.sessions[sid] = Session(self.opts.make_runner)
+                return _OneShot(self.make_runner_for(ctx), self._release_one_shot), True
+            s = self.sessions[sid] = Session(self.make_runner_for(ctx))
             return s, False
+
+    def make_runner_for(self, ctx) -> Callable[[], Any]:
+        """What makes the Runner of the session this request opens (runner serve: the tenant's)."""
+        return self.opts.make_runner
 
     def _release_one_shot(self) -> None:
         with self._lock:

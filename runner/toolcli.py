@@ -5,7 +5,7 @@ import json
 import sys
 from typing import Any
 
-from .errors import UsageError
+from .errors import ErrorType, UsageError
 from .guards import ARGS_MAX_BYTES
 
 MAX_LINE_BYTES = ARGS_MAX_BYTES + 64 * 1024  # a session line: the largest arguments and the call around them
@@ -37,6 +37,20 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
 
     args = parse_args_json(args_text)
     with make_runner(workspace, executor, policy, protect, dialect) as r:
+        res = r.call(tool, args)
+    sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
+    return 1 if res.is_error else 0
+
+
+def call_remote(tool: str, args_text: str, server: str, key: str | None, policy: str | None) -> int:
+    """`runner call --server URL --key KEY`: the same call in a session of its own on runner serve."""
+    from .client import RemoteRunner
+    from .printable import json_text
+
+    if not key:
+        raise UsageError("--server needs the tenant's key: --key KEY or $RUNNER_KEY")
+    args = parse_args_json(args_text)
+    with RemoteRunner(server, key, policy) as r:
         res = r.call(tool, args)
     sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
@@ -82,7 +96,7 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
             try:
                 call_id, tool, args = _call_of(n, line)
             except ValueError as e:
-                res = ToolResult.error(f"line {n}: {e}", error_type="validation")
+                res = ToolResult.error(f"line {n}: {e}", error_type=ErrorType.VALIDATION)
             else:
                 res = r.call(tool, args, call_id=str(call_id) if call_id is not None else None)
             out.write(json_text({"id": call_id, **res.model_dump(mode="json")}) + "\n")

@@ -11,7 +11,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
-PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc)
+PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql)
 
 # 1. Debian packages ------------------------------------------------------------------------
 missing=()
@@ -33,9 +33,9 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "runner needs Python 3.11 or newer ($python is $("$python" -V 2>&1))"
 stamp=.venv/.runner-installed
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "creating .venv and installing runner with its test dependencies, lupa (Lua tools) and inspect_ai (its sandbox provider)"
+  say "creating .venv and installing runner with its test dependencies, lupa (Lua tools), inspect_ai (its sandbox provider) and runner serve's libraries"
   [ -x .venv/bin/python ] || "$python" -m venv .venv
-  .venv/bin/pip install -q -e '.[test,lua,inspect]' >&2
+  .venv/bin/pip install -q -e '.[test,lua,inspect,serve]' >&2
   touch "$stamp"
 fi
 

@@ -39,6 +39,7 @@ import subprocess
 import time
 
 from ..errors import ExecutorError, InvalidConfig
+from .. import allowlist
 from . import egress_proxy
 from . import labels as L
 from .config import DEFAULT_IMAGE
@@ -59,7 +60,16 @@ def network_names(session: str) -> tuple[str, str]:
 
 
 def _proxy_source() -> str:
-    return inspect.getsource(egress_proxy)
+    """The program the proxy container runs: it installs the allowlist grammar as a module, then
+    runs the proxy as __main__ (its `from .. import allowlist` falls back to that module). Run
+    under another name, it only defines the proxy, in its global `proxy` (a dict)."""
+    grammar = inspect.getsource(allowlist)
+    return ("import sys, types\n"
+            "_m = types.ModuleType('runner_egress_allowlist')\n"
+            f"exec(compile({grammar!r}, '<executors/allowlist.py>', 'exec'), _m.__dict__)\n"
+            "sys.modules[_m.__name__] = _m\n"
+            "proxy = {'__name__': __name__}\n"  # __main__ under -c: the proxy serves
+            f"exec(compile({inspect.getsource(egress_proxy)!r}, '<egress_proxy.py>', 'exec'), proxy)\n")
 
 
 TABLES_TIMEOUT = 60.0
@@ -410,10 +420,10 @@ class Egress:
             raise EgressUnavailable("egress teardown left things behind: " + "; ".join(problems))
 
 
-def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
+def reap_orphans(client, dry_run: bool = False, only: set[str] | None = None) -> list[tuple[str, str]]:
     """For `runner gc`: tear down the egress of every session whose owner is gone or whose time
     is up (proxy, networks, firewall rules), and firewall rules whose network no longer exists.
-    Returns (session, reason) for each."""
+    Returns (session, reason) for each. only: these sessions alone (runner serve's own)."""
     done: list[tuple[str, str]] = []
     sessions_with_network = set()
     for net in client.networks.list(filters={"label": f"{L.MANAGED}=true"}):
@@ -435,6 +445,8 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str]]:
             session = line.split(COMMENT_PREFIX, 1)[1].split('"', 1)[0].split(" ", 1)[0]
             if session and session not in sessions_with_network and session not in {s for s, _ in done}:
                 done.append((session, "firewall rules without their network"))
+    if only is not None:
+        done = [(s, why) for s, why in done if s in only]
     if not dry_run:
         for session, _ in done:
             eg = Egress.__new__(Egress)  # teardown only: no allowlist, no start

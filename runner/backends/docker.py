@@ -131,8 +131,12 @@ class DockerPlacement(Placement):
                    "env": {**SANDBOX_ENV, **self.egress.proxy_env}}
         return SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
                              user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
-                             lifecycle="per-call", session=self.setting.session_id, labels={"runner.role": "agent"},
-                             **net)
+                             lifecycle="per-call", session=self.setting.session_id, labels=self.labels(), **net)
+
+    def labels(self) -> dict[str, str]:
+        """Labels of the sandboxes: a tenant's carry runner.tenant=NAME (runner serve finds them by it)."""
+        tenant = self.setting.policy.tenant
+        return {"runner.role": "agent", **({"runner.tenant": tenant} if tenant else {})}
 
     def executor(self, cfg):
         """The executor of one sandbox (a cluster backend returns its own from the same config)."""

@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import RunnerError
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -26,8 +28,10 @@ class Problem:
         return f"{where}{self.path}: {self.message}" if self.path else f"{where}{self.message}"
 
 
-class PolicyError(Exception):
+class PolicyError(RunnerError):
     """A policy that cannot be used; `problems` lists each one, str() is one per line."""
+
+    exit_code = 2
 
     def __init__(self, problems: list[Problem] | str) -> None:
         if isinstance(problems, str):

@@ -1,0 +1,131 @@
+"""`runner serve` under load for `make bench`: T tenants x S concurrent sessions x C calls, on
+loopback only; calls/s, p50 and p99 latency, the server's peak RSS and 429s counted; then the
+same with per-call sandboxes (fewer sessions and calls: each call starts a container).
+
+    .venv/bin/python bench/serve.py [--tenants 10] [--sessions 5] [--calls 50] [--per-call-calls 10] [--per-call-sessions 1]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+POLICY = """\
+extends: default
+name: {name}
+sandbox: {{lifecycle: {lifecycle}, pool_size: {pool}}}
+limits: {{memory: 256m, pids: 128}}
+"""
+
+
+def _rss_kb(pid: int, field: str = "VmHWM") -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
+    import httpx
+
+    tmp = Path(tempfile.mkdtemp(prefix="runner-bench-serve-"))
+    data = tmp / "data"
+    pol = tmp / "bench.yaml"
+    pol.write_text(POLICY.format(name="bench", lifecycle=lifecycle, pool=0 if lifecycle == "per-session" else 1))
+    runner = [sys.executable, "-m", "runner"]
+    keys = [subprocess.run(runner + ["tenants", "add", f"t{i}", "--policy", str(pol), "--data", str(data),
+                                     "--max-sessions", str(sessions), "--calls-per-minute", "100000"],
+                           capture_output=True, text=True, check=True).stdout.strip() for i in range(tenants)]
+    proc = subprocess.Popen(runner + ["serve", "--port", "0", "--data", str(data)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        line = ""
+        while "listening on" not in line:
+            line = proc.stderr.readline().decode()
+            if not line:
+                raise RuntimeError("runner serve did not start")
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        url = line.split("listening on ")[1].split()[0]
+        lat: list[float] = []
+        codes: dict[int, int] = {}
+        lock = threading.Lock()
+        rss_idle = _rss_kb(proc.pid, "VmRSS")
+
+        def agent(key: str) -> None:
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as c:
+                sid = c.post("/v1/sessions", json={}).json()["id"]
+                c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})  # the sandbox starts
+                for i in range(calls):
+                    t = time.perf_counter()
+                    r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})
+                    dt = time.perf_counter() - t
+                    with lock:
+                        codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                        if r.status_code == 200:
+                            lat.append(dt)
+                c.delete(f"/v1/sessions/{sid}")
+
+        threads = [threading.Thread(target=agent, args=(k,)) for k in keys for _ in range(sessions)]
+        t0 = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        wall = time.perf_counter() - t0
+        return {"lifecycle": lifecycle, "calls": sum(codes.values()), "wall_s": wall,
+                "calls_per_s": sum(codes.values()) / wall, "p50_ms": statistics.median(lat) * 1000,
+                "p99_ms": _pct(lat, 0.99) * 1000, "rss_idle_mb": rss_idle / 1024,
+                "rss_peak_mb": _rss_kb(proc.pid) / 1024, "429s": codes.get(429, 0),
+                "errors": {k: v for k, v in codes.items() if k not in (200, 429)}}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def serve_section(tenants: int = 10, sessions: int = 5, calls: int = 50, per_call_calls: int = 10,
+                  per_call_sessions: int = 1) -> None:
+    """Per-call sandboxes start a container for every call (and keep one warm per session): on 2
+    cores, 50 sessions doing that at once starve the machine, so that half runs fewer sessions."""
+    print(f"\n## runner serve: {tenants} tenants, `ls` calls over loopback\n")
+    print("| sandboxes | sessions at once | calls | wall s | calls/s | p50 ms | p99 ms | server RSS idle / peak MB | 429s | other errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for lifecycle, n, per in (("per-session", calls, sessions), ("per-call", per_call_calls, per_call_sessions)):
+        r = load(tenants, per, n, lifecycle)
+        print(f"| {lifecycle} ({n} calls each) | {tenants * per} | {r['calls']} | {r['wall_s']:.1f} | {r['calls_per_s']:.1f} | "
+              f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['rss_idle_mb']:.0f} / {r['rss_peak_mb']:.0f} | {r['429s']} | "
+              f"{r['errors'] or '-'} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tenants", type=int, default=10)
+    ap.add_argument("--sessions", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=50)
+    ap.add_argument("--per-call-calls", type=int, default=10)
+    ap.add_argument("--per-call-sessions", type=int, default=1, help="sessions per tenant in the per-call half")
+    a = ap.parse_args()
+    serve_section(a.tenants, a.sessions, a.calls, a.per_call_calls, a.per_call_sessions)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""RemoteRunner: the Runner's API against a `runner serve`, so moving an agent from local to hosted
+is one line:
+
+    with RemoteRunner("http://127.0.0.1:8700", key) as r:    # was: with Runner(...) as r:
+        res = r.call("read", {"path": "a.txt"})
+
+Standard library only (urllib): `runner call --server` imports none of the service's libraries.
+A tool's failure is a ToolResult with is_error, as locally; so is the tenant's rate limit (429,
+`retry_after` in meta); anything else the server refuses raises RunnerError with its reason.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from .errors import RunnerError
+from .results import ToolResult
+
+
+class RemoteRunner:
+    def __init__(self, url: str, key: str, policy: str | None = None, *, timeout: float = 600.0) -> None:
+        self.url = url.rstrip("/")
+        self.key = key
+        self.policy = policy
+        self.timeout = timeout
+        self.session_id: str | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def __enter__(self) -> "RemoteRunner":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> "RemoteRunner":
+        if self.session_id is None:
+            body = {"policy": self.policy} if self.policy else {}
+            self.session_id = self._request("POST", "/v1/sessions", body)["id"]
+        return self
+
+    def close(self) -> None:
+        sid, self.session_id = self.session_id, None
+        if sid is not None:
+            try:
+                self._request("DELETE", f"/v1/sessions/{sid}")
+            except RunnerError as e:
+                if "410" not in str(e):
+                    raise
+
+    # -- tools --------------------------------------------------------------------------
+    def tools(self) -> list[dict]:
+        q = f"?policy={urllib.parse.quote(self.policy)}" if self.policy else ""
+        return self._request("GET", "/v1/tools" + q)
+
+    def call(self, tool: str, args: dict | None = None) -> ToolResult:
+        self.start()
+        try:
+            out = self._request("POST", f"/v1/sessions/{self.session_id}/calls", {"tool": tool, "args": args or {}})
+        except _RateLimited as e:
+            return ToolResult.error(str(e), error_type="gated", retry_after=e.retry_after)
+        return ToolResult.model_validate(out)
+
+    def put_file(self, path: str, data: bytes) -> None:
+        self.start()
+        self._request("PUT", f"/v1/sessions/{self.session_id}/files/{urllib.parse.quote(path)}", raw=data)
+
+    def get_file(self, path: str) -> bytes:
+        self.start()
+        return self._request("GET", f"/v1/sessions/{self.session_id}/files/{urllib.parse.quote(path)}", want_raw=True)
+
+    # -- HTTP ---------------------------------------------------------------------------
+    def _request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, want_raw: bool = False):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.key}",
+            "Content-Type": "application/octet-stream" if raw is not None else "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as e:
+            detail = _detail(e.read())
+            if e.code == 429 and "/calls" in path:
+                raise _RateLimited(detail, float(e.headers.get("Retry-After") or 1)) from None
+            raise RunnerError(f"{self.url} answered {e.code} to {method} {path.split('?')[0]}: {detail}") from None
+        except urllib.error.URLError as e:
+            raise RunnerError(f"cannot reach runner serve at {self.url}: {e.reason}") from None
+        if want_raw:
+            return payload
+        return json.loads(payload) if payload else None
+
+
+class _RateLimited(Exception):
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _detail(body: bytes) -> str:
+    try:
+        d = json.loads(body).get("detail")
+    except (ValueError, AttributeError):
+        return body[:500].decode("utf-8", "replace")
+    return d if isinstance(d, str) else json.dumps(d)[:1000]

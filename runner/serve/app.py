@@ -1,0 +1,477 @@
+"""The HTTP routes of `runner serve` (FastAPI; OpenAPI at /docs).
+
+Every /v1 route but /v1/health needs `Authorization: Bearer KEY`. Status codes: 401 no or
+unknown key; 404 no such session for this tenant (another tenant's session included); 410 a
+session that ended; 403 a policy or image not granted, or a protected path; 413 a body over the
+limit; 422 malformed JSON or fields (naming them); 429 over a quota, with Retry-After.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import __version__
+from . import files as F
+from . import tenants as T
+from .db import Database
+from .sessions import Full, Gone, NotFound, Sessions, remove_containers
+
+MAX_BODY = 16 * 1024 * 1024
+MAX_FILE_SEND = 64 * 1024 * 1024
+EXEC_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr a /v1/exec answer carries
+PENDING_STREAM_CHARS = 64 * 1024
+FULL_RETRY_AFTER = 10
+
+
+@dataclass
+class State:
+    db: Database
+    data: Path
+    sessions: Sessions
+    max_body: int = MAX_BODY
+    threads: Any = None
+    mcp: Any = None  # the /mcp app, when the MCP SDK is installed
+    extra: dict = field(default_factory=dict)
+
+
+class Problem(Exception):
+    def __init__(self, status: int, detail: Any, headers: dict | None = None) -> None:
+        self.status, self.detail, self.headers = status, detail, headers or {}
+
+
+# -- bodies ------------------------------------------------------------------------------------
+class NewSession(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    policy: str | None = Field(default=None, max_length=200, description="one of the tenant's granted policies")
+
+
+class CallIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tool: str = Field(min_length=1, max_length=200)
+    args: dict[str, Any] = Field(default_factory=dict)
+
+
+class ExecIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    image: str = Field(min_length=1, max_length=300, description="an image the operator granted this tenant")
+    cmd: list[str] = Field(min_length=1, max_length=4096)
+    timeout: float | None = Field(default=None, gt=0, le=3600)
+    stdin: str | None = Field(default=None, max_length=1024 * 1024)
+
+
+async def parse(request: Request, model: type[BaseModel]) -> Any:
+    """The body as `model`: bounded JSON (runner/boundedjson.py), then pydantic; 422 names the field."""
+    from ..boundedjson import loads
+
+    raw = await request.body()
+    try:
+        obj = loads(raw) if raw.strip() else {}
+    except ValueError as e:
+        raise Problem(422, [{"loc": ["body"], "msg": f"the body is not valid JSON: {e}", "type": "json_invalid"}])
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise Problem(422, [{"loc": ["body", *e_["loc"]], "msg": e_["msg"], "type": e_["type"]}
+                            for e_ in e.errors(include_url=False, include_input=False)])
+
+
+# -- the app -----------------------------------------------------------------------------------
+def create_app(state: State) -> FastAPI:
+    app = FastAPI(title="runner serve", version=__version__,
+                  description="Many tenants' agents run tools in their own sandboxes. Authenticate every /v1 "
+                              "route but /v1/health with `Authorization: Bearer KEY` (`runner tenants add`).")
+    app.state.runner = state
+
+    async def blocking(fn, *args):
+        return await anyio.to_thread.run_sync(fn, *args, limiter=state.threads)
+
+    @app.exception_handler(_Over)
+    async def _over(request: Request, exc: "_Over"):
+        return JSONResponse({"detail": f"the request body is over the limit of {state.max_body} bytes"},
+                            status_code=413)
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, exc: Problem):
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+    async def tenant(request: Request) -> T.Grant:
+        auth = request.headers.get("authorization", "")
+        scheme, _, key = auth.partition(" ")
+        grant = await blocking(T.authenticate, state.db, key.strip()) if scheme.lower() == "bearer" else None
+        if grant is None:
+            raise Problem(401, "no valid API key: send Authorization: Bearer KEY (`runner tenants add NAME` "
+                               "or `runner tenants key NAME` prints one)", {"WWW-Authenticate": "Bearer"})
+        return grant
+
+    async def quota(grant: T.Grant) -> None:
+        retry = await blocking(T.take_call, state.db, grant)
+        if retry is not None:
+            raise Problem(429, f"tenant {grant.name} is over its {grant.calls_per_minute} calls per minute: retry "
+                               f"after {int(retry + 0.999)} s", {"Retry-After": str(int(retry + 0.999))})
+
+    async def live_of(grant: T.Grant, sid: str):
+        try:
+            return await blocking(state.sessions.use, grant, sid)
+        except NotFound as e:
+            raise Problem(404, str(e))
+        except Gone as e:
+            raise Problem(410, str(e))
+
+    @app.get("/v1/health")
+    async def health():
+        from sqlalchemy import text
+
+        def ping():
+            with state.db.engine.connect() as c:
+                c.execute(text("select 1"))
+        await blocking(ping)
+        return {"status": "ok", "version": __version__, "database": state.db.engine.dialect.name}
+
+    @app.get("/v1/tools")
+    async def tools(policy: str | None = None, grant: T.Grant = Depends(tenant)):
+        """The tools of one of the tenant's policies (default: its first), as `runner tools --format json`."""
+        source = _granted_policy(grant, policy)
+
+        def specs():
+            import shutil
+            import tempfile
+
+            from ..core import Runner
+            from ..schemas import formats
+            from .sessions import own_workspace
+
+            (state.data / "tmp").mkdir(exist_ok=True, mode=0o700)
+            empty = Path(tempfile.mkdtemp(prefix="tools-", dir=state.data / "tmp"))  # nobody else's
+            try:
+                os.chmod(empty, 0o755)
+                own_workspace(empty)
+                r = Runner(workspace=empty, policy=source, tenant=grant.name)
+                try:
+                    return json.loads(formats.export(r.tools(), "json"))
+                finally:
+                    r.close()
+            finally:
+                shutil.rmtree(empty, ignore_errors=True)
+        return await blocking(specs)
+
+    @app.post("/v1/sessions", status_code=201)
+    async def new_session(request: Request, grant: T.Grant = Depends(tenant)):
+        body = await parse(request, NewSession)
+        name = body.policy or grant.default_policy
+        _granted_policy(grant, name)
+        try:
+            sid = await blocking(state.sessions.create, grant, name)
+        except Full as e:
+            raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)})
+        return {"id": sid, "policy": name}
+
+    @app.get("/v1/sessions")
+    async def list_sessions(grant: T.Grant = Depends(tenant)):
+        return {"sessions": await blocking(state.sessions.listing, grant)}
+
+    @app.get("/v1/sessions/{sid}")
+    async def get_session(sid: str, grant: T.Grant = Depends(tenant)):
+        try:
+            row = await blocking(state.sessions.row, grant, sid)
+        except NotFound as e:
+            raise Problem(404, str(e))
+        except Gone as e:
+            raise Problem(410, str(e))
+        return {"id": row.id, "policy": row.policy, "created": row.created, "last_used": row.last_used}
+
+    @app.delete("/v1/sessions/{sid}", status_code=204)
+    async def delete_session(sid: str, grant: T.Grant = Depends(tenant)):
+        try:
+            await blocking(state.sessions.row, grant, sid)
+        except NotFound as e:
+            raise Problem(404, str(e))
+        except Gone as e:
+            raise Problem(410, str(e))
+        with anyio.CancelScope(shield=True):
+            await blocking(state.sessions.close, sid, "deleted")
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{sid}/calls")
+    async def call(sid: str, request: Request, stream: bool = False, grant: T.Grant = Depends(tenant)):
+        """One tool call: 200 and the ToolResult (a tool's failure is `is_error: true`). With
+        ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
+        body = await parse(request, CallIn)
+        live = await live_of(grant, sid)
+        await quota(grant)
+        if not stream:
+            res = await blocking(_run_call, state, sid, live, body.tool, body.args, None)
+            return JSONResponse(res.model_dump(mode="json"))
+        return StreamingResponse(_sse(state, request, sid, live, body), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
+    async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
+        live = await live_of(grant, sid)
+        data = await request.body()
+        await blocking(_put, live, path, data)
+        return Response(status_code=204)
+
+    @app.get("/v1/sessions/{sid}/files/{path:path}")
+    async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
+        live = await live_of(grant, sid)
+        data = await blocking(_get, live, path)
+        return Response(data, media_type="application/octet-stream")
+
+    @app.post("/v1/exec")
+    async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
+        """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
+        body = await parse(request, ExecIn)
+        image = _granted_image(grant, body.image)
+        await quota(grant)
+        return await blocking(_exec, grant, image, body)
+
+    return app
+
+
+def _granted_policy(grant: T.Grant, name: str | None) -> str:
+    name = name or grant.default_policy
+    if name not in grant.policies:
+        raise Problem(403, f"policy {name[:200]!r} is not granted to tenant {grant.name}: choose one of "
+                           f"{', '.join(grant.policies)}")
+    return grant.policies[name]
+
+
+def _qualify(image: str) -> str:
+    from ..exec_cmd import _qualify as q
+
+    return q(image)
+
+
+def _granted_image(grant: T.Grant, image: str) -> str:
+    granted = {_qualify(i) for i in grant.images}
+    if _qualify(image) not in granted:
+        shown = ", ".join(sorted(granted)) or "none (the operator grants images with `runner tenants add --image`)"
+        raise Problem(403, f"image {image[:300]!r} is not granted to tenant {grant.name}: granted: {shown}")
+    return _qualify(image)
+
+
+# -- calls -------------------------------------------------------------------------------------
+def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
+    with live.lock:
+        r = live.runner
+        r.store.on_output = (lambda _cid, text: relay(text)) if relay is not None else None
+        try:
+            return r.call(tool, args)
+        finally:
+            r.store.on_output = None
+            try:
+                state.sessions.touch(sid)
+            except Exception:
+                pass
+
+
+class _Relay:
+    """Output from the worker thread to the event stream, bounded: a slow reader gets the newest
+    output and a note of what was dropped; the tool never waits for it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.event = asyncio.Event()
+        self.lock = threading.Lock()
+        self.pending: collections.deque[str] = collections.deque()
+        self.chars = 0
+        self.dropped = 0
+
+    def feed(self, text: str) -> None:
+        with self.lock:
+            self.pending.append(text)
+            self.chars += len(text)
+            while self.chars > PENDING_STREAM_CHARS and len(self.pending) > 1:
+                old = self.pending.popleft()
+                self.chars -= len(old)
+                self.dropped += len(old)
+        try:
+            self.loop.call_soon_threadsafe(self.event.set)
+        except RuntimeError:  # the loop is closed
+            pass
+
+    def take(self) -> str:
+        with self.lock:
+            text = "".join(self.pending)
+            if self.dropped:
+                text = f"[... {self.dropped} characters of output not relayed ...]\n" + text
+            self.pending.clear()
+            self.chars = self.dropped = 0
+            return text
+
+
+def _event(name: str, data: Any) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+async def _sse(state: State, request: Request, sid: str, live, body: CallIn):
+    relay = _Relay(asyncio.get_running_loop())
+    task = asyncio.ensure_future(anyio.to_thread.run_sync(_run_call, state, sid, live, body.tool, body.args,
+                                                          relay.feed, limiter=state.threads))
+    finished = False
+    try:
+        while not task.done():
+            relay.event.clear()
+            waiter = asyncio.ensure_future(relay.event.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
+            text = relay.take()
+            if text:
+                yield _event("output", {"text": text})
+        text = relay.take()
+        if text:
+            yield _event("output", {"text": text})
+        try:
+            res = task.result()
+            yield _event("result", res.model_dump(mode="json"))
+        except Exception as e:
+            yield _event("error", {"detail": f"runner could not run {body.tool}: {type(e).__name__}: {e}"})
+        finished = True
+    finally:
+        if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
+            # session stays, and its next call gets a fresh sandbox)
+            # (a thread, not an await: a cancelled or closed generator cannot wait here)
+            threading.Thread(target=remove_containers, args=({"runner.session": sid, "runner.role": "agent",
+                                                              "runner.owner.pid": str(os.getpid())},)).start()
+
+
+# -- files -------------------------------------------------------------------------------------
+def _put(live, path: str, data: bytes) -> None:
+    from ..core import workspace_usage
+    from ..policy.protect import ProtectedPath
+    from ..wspath import UnsafePath
+
+    r = live.runner
+    limit = r.policy.limits.max_write
+    if limit and len(data) > limit:
+        raise Problem(413, f"{len(data)} bytes is more than this session's policy writes at once (max_write "
+                           f"{limit} bytes)")
+    try:
+        rel = "/".join(F.parts(path))
+        r.guard.check_writable(r.workspace / rel)
+    except UnsafePath as e:
+        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+    except ProtectedPath as e:
+        raise Problem(403, str(e))
+    quota = r.policy.limits.workspace
+    if quota and workspace_usage(r.workspace, stop_after=quota + 1) + len(data) > quota:
+        raise Problem(413, f"the workspace quota ({quota} bytes) would be exceeded: remove files first")
+    st = r.workspace.stat()
+    with live.lock:
+        try:
+            F.write(r.workspace, path, data, owner=(st.st_uid, st.st_gid))
+        except UnsafePath as e:
+            raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}])
+
+
+def _get(live, path: str) -> bytes:
+    from ..wspath import UnsafePath
+
+    try:
+        return F.read(live.runner.workspace, path, MAX_FILE_SEND)
+    except UnsafePath as e:
+        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+    except FileNotFoundError:
+        raise Problem(404, f"no file {path[:300]} in the workspace")
+    except (IsADirectoryError, NotADirectoryError):
+        raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path[:300]} is not a regular file",
+                             "type": "value_error"}])
+    except F.TooLarge as e:
+        raise Problem(413, str(e))
+
+
+# -- exec --------------------------------------------------------------------------------------
+def _exec(grant: T.Grant, image: str, body: ExecIn) -> dict:
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    from ..errors import UsageError
+    from ..exec_cmd import ExecOptions, build_config
+
+    try:
+        cfg = build_config(ExecOptions(cmd=list(body.cmd), image=image, timeout=body.timeout))
+    except UsageError as e:
+        raise Problem(422, [{"loc": ["body"], "msg": str(e), "type": "value_error"}])
+    cfg = cfg.model_copy(update={"labels": {**cfg.labels, "runner.tenant": grant.name, "runner.role": "serve-exec"}})
+    out = {"stdout": bytearray(), "stderr": bytearray()}
+    cut = {"stdout": 0, "stderr": 0}
+
+    def on_output(stream: str, data: bytes) -> None:
+        buf = out["stdout" if stream == "stdout" else "stderr"]
+        room = EXEC_OUTPUT - len(buf)
+        buf += data[:max(room, 0)]
+        cut["stdout" if stream == "stdout" else "stderr"] += max(len(data) - max(room, 0), 0)
+
+    ex = DockerExecutor(cfg)
+    ex.start()
+    try:
+        res = ex.exec(ExecRequest(argv=list(body.cmd), timeout=body.timeout,
+                                  stdin=body.stdin.encode() if body.stdin is not None else None), on_output=on_output)
+    finally:
+        ex.stop()
+    code = 124 if res.timed_out else (137 if res.oom_killed else res.exit_code)
+    return {"exit_code": code, "timed_out": res.timed_out, "oom_killed": res.oom_killed,
+            "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace"),
+            "truncated": {k: v for k, v in cut.items() if v}}
+
+
+# -- the size limit ----------------------------------------------------------------------------
+class BodyLimit:
+    """413 for a request body over the limit, declared (Content-Length) or streamed."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        too_big = JSONResponse({"detail": f"the request body is over the limit of {self.limit} bytes"},
+                               status_code=413)
+        try:
+            if declared is not None and int(declared) > self.limit:
+                return await too_big(scope, receive, send)
+        except ValueError:
+            return await JSONResponse({"detail": "bad Content-Length"}, status_code=400)(scope, receive, send)
+        seen = 0
+        started = False
+
+        async def counted():
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > self.limit:
+                    raise _Over()
+            return msg
+
+        async def watch(msg):
+            nonlocal started
+            if msg["type"] == "http.response.start":
+                started = True
+            await send(msg)
+
+        try:
+            await self.app(scope, counted, watch)
+        except _Over:
+            if not started:
+                await too_big(scope, receive, send)
+
+
+class _Over(Exception):
+    pass

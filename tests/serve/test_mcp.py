@@ -1,0 +1,69 @@
+"""MCP over streamable HTTP at /mcp with the tenants' keys, driven by the SDK's own client: one
+sandbox per MCP session, labelled with its tenant; no key is 401; another tenant's MCP session is
+404; the session's sandbox and workspace go when it ends."""
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from .conftest import add_tenant, fresh_minute, tenant_containers, wait_for
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def text(res) -> str:
+    return "\n".join(b.text for b in res.content if isinstance(b, types.TextContent))
+
+
+def test_mcp_sessions_with_keys_one_sandbox_each(start_server, data, policy_file, docker_client):
+    keys = {t: add_tenant(t, data, policy_file, "--calls-per-minute", "4") for t in ("m1", "m2")}
+    server = start_server("--data", str(data))
+    url = server.url + "/mcp"
+    seen = {}
+
+    async def main():
+        async with AsyncExitStack() as stack:
+            async def remember(response):
+                seen.setdefault("sid", response.headers.get("mcp-session-id"))
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers={"Authorization": f"Bearer {keys['m1']}"}, timeout=120, event_hooks={"response": [remember]}))
+            read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+            s = await stack.enter_async_context(ClientSession(read, write))
+            await s.initialize()
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert {"bash", "read"} <= names
+            res = await s.call_tool("bash", {"command": "echo hello > f.txt; cat f.txt; id -u"})
+            assert not res.is_error and text(res).split() == ["hello", "1000"], text(res)
+            sid = seen["sid"]
+            assert sid
+            seen["containers"] = [c["Labels"].get("runner.tenant") for c in tenant_containers(docker_client, "m1")]
+            # another tenant's key on this session id: 404, and the session is untouched
+            async with httpx.AsyncClient(timeout=60) as other:
+                body = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+                for k in (keys["m2"], None):
+                    h = {"mcp-session-id": sid, "Accept": "application/json, text/event-stream",
+                         "Content-Type": "application/json"}
+                    if k:
+                        h["Authorization"] = f"Bearer {k}"
+                    r = await other.post(url, json=body, headers=h)
+                    seen.setdefault("codes", []).append(r.status_code)
+            res = await s.call_tool("read", {"path": "f.txt"})
+            assert "hello" in text(res)
+            # the tenant's calls per minute count MCP calls too: five in one minute, four allowed
+            fresh_minute()
+            results = [await s.call_tool("ls", {}) for _ in range(5)]
+            assert any(r.is_error and "calls per minute" in text(r) for r in results)
+    anyio.run(main)
+    assert seen["codes"] == [404, 401]
+    assert seen["containers"] == ["m1"]
+    # the client's exit ended the session (DELETE): its sandbox goes
+    wait_for(lambda: not tenant_containers(docker_client, "m1"), 60, "the MCP session's sandbox removed")
+    wait_for(lambda: not any((data / "mcp" / "m1").iterdir()), 60, "the MCP session's workspace removed")
+
