@@ -28,6 +28,9 @@ CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
 SANDBOX_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+CONTAINERS = ("docker", "swarm")  # executors whose sandbox sees the workspace at SANDBOX_WORKSPACE
+
+
 class Runner:
     """Run tool calls under a policy (a preset name, a YAML file or a Policy; default `default`).
 
@@ -66,6 +69,9 @@ class Runner:
             self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
             if not self.ssh.workdir:
                 raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
+        if self.policy.sandbox.executor == "swarm" and self.policy.network.mode != "none":
+            raise RunnerError("executor swarm runs sandboxes without a network: network.mode allowlist (its egress "
+                              "proxy and host firewall) is the docker executor's only")
         self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
         self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
@@ -78,7 +84,7 @@ class Runner:
         self._custom = None  # custom.Catalog, described in the sandbox on first use
         self._shipped = None  # ssh: the host folder holding this machine's tool folders (custom.ship)
         self.guard = Guard(self.workspace, self.protected)
-        if self.policy.sandbox.executor == "docker":
+        if self.policy.sandbox.executor in CONTAINERS:
             from .wspath import UnsafePath
 
             try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
@@ -326,10 +332,13 @@ class Runner:
         if tool == "exec" and args.get("background"):
             return ToolResult.error("background mode is refused for host commands: run it in the foreground",
                                     error_type="gated")
+        if self.policy.sandbox.executor == "swarm":  # hostfreeze pauses sandboxes on this engine only
+            return ToolResult.error("host commands are refused with executor swarm: runner cannot freeze the "
+                                    "session's sandboxes on other nodes while a host command runs", error_type="gated")
         if self.policy.host is None:
             return ToolResult.error("the policy lists host_commands but names no host to run them on (policy key "
                                     "host: {host, user, key_file, known_hosts})", error_type="gated")
-        sandbox_ws = {"docker": SANDBOX_WORKSPACE, "ssh": getattr(self, "ssh", None) and self.ssh.workdir}.get(
+        sandbox_ws = {"docker": SANDBOX_WORKSPACE, "swarm": SANDBOX_WORKSPACE, "ssh": getattr(self, "ssh", None) and self.ssh.workdir}.get(
             self.policy.sandbox.executor) or str(self.workspace)
         host = self.policy.host
         if host.forced_command and host.env:
@@ -421,7 +430,7 @@ class Runner:
     def _host_path(self, path: str) -> str:
         """A tool's path as the host sees it (the sandbox sees the workspace at /workspace)."""
         p = path.lstrip("@")
-        if self.policy.sandbox.executor == "docker" and (p == SANDBOX_WORKSPACE or p.startswith(SANDBOX_WORKSPACE + "/")):
+        if self.policy.sandbox.executor in CONTAINERS and (p == SANDBOX_WORKSPACE or p.startswith(SANDBOX_WORKSPACE + "/")):
             p = str(self.workspace) + p[len(SANDBOX_WORKSPACE):]
         return p
 
@@ -529,6 +538,13 @@ class Runner:
                             lifecycle="per-call", session=self.session_id, labels={"runner.role": "agent"}, **net)
         hello.update(workspace=SANDBOX_WORKSPACE, protected=[f"{SANDBOX_WORKSPACE}/{p}" for p in self.protected],
                      roots=[{"path": m.target, "read_only": m.mode == "ro"} for m in pol.mounts])
+        if pol.sandbox.executor == "swarm":
+            from executors.swarm import SwarmConfig, SwarmExecutor
+
+            sw = pol.sandbox.swarm
+            cfg = SwarmConfig(**{**dict(cfg), "lifecycle": "per-session"}, placement=pol.sandbox.placement,
+                              **sw.model_dump(exclude={"tls"}), tls=sw.tls and sw.tls.model_dump())
+            return Sandbox(SwarmExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)
         return Sandbox(DockerExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)
 
 

@@ -137,8 +137,28 @@ class Features(Strict):
                                       "exactly when bash is, true: on even with bash off, false: off")
 
 
+class SwarmTLS(Strict):
+    ca: str
+    cert: str
+    key: str
+
+
+class SwarmSettings(Strict):
+    """executor swarm: where the manager is and how each node's engine is reached."""
+
+    manager: str | None = Field(default=None, description="a manager's engine URL; default the local engine")
+    engines: dict[str, str] = Field(default_factory=dict, description="node id, hostname or address -> engine URL "
+                                    "(unix://, tcp:// with tls, ssh:// with known_hosts)")
+    tls: SwarmTLS | None = None
+    known_hosts: str | None = Field(default=None, description="host keys of ssh:// engines (only this file)")
+    place_timeout: float = Field(default=60.0, gt=0, description="seconds a sandbox waits for room in the swarm")
+
+
 class SandboxPolicy(Strict):
-    executor: Literal["docker", "local", "ssh"] = "docker"
+    executor: Literal["docker", "local", "ssh", "swarm"] = "docker"
+    placement: list[str] = Field(default_factory=list, description="executor swarm: placement constraints, e.g. "
+                                 "node.labels.pool==ci")
+    swarm: SwarmSettings = Field(default_factory=SwarmSettings)
     lifecycle: Literal["per-session", "per-call"] = "per-session"
     image: str = "runner/base:latest"
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
