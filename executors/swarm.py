@@ -69,6 +69,7 @@ class SwarmConfig(SandboxConfig):
     tls: EngineTLS | None = Field(default=None, description="mutual TLS for tcp:// engines (required for them)")
     known_hosts: str | None = Field(default=None, description="known_hosts file for ssh:// engines (required "
                                     "for them; the user's own files are not consulted)")
+    ssh_key: str | None = Field(default=None, description="private key for ssh:// engines (default: the ssh agent)")
     place_timeout: float = Field(default=60.0, gt=0, description="seconds a sandbox may wait for a node with room "
                                  "(queued by swarm) before it is refused")
 
@@ -160,6 +161,7 @@ class SwarmExecutor(Executor):
         self.service_id: str | None = None
         self.network_id: str | None = None
         self.placed: Placed | None = None
+        self._node = None  # the engine of the node the sandbox runs on
         self.gone_reason: str | None = None
 
     # -- engines --------------------------------------------------------------------
@@ -273,7 +275,7 @@ class SwarmExecutor(Executor):
         """The placed container holds what the spec asked for: read-only root, no capability,
         its own internal network alone, the requested runtime. Anything else is refused."""
         node = self.manager.api.inspect_node(self.placed.node_id)
-        client = self.node_client(node)
+        client = self._node = self.node_client(node)
         info = client.api.inspect_container(self.placed.container_id)
         host = info.get("HostConfig") or {}
         nets = list(((info.get("NetworkSettings") or {}).get("Networks") or {}).values())
@@ -289,7 +291,6 @@ class SwarmExecutor(Executor):
         if wrong:
             raise ExecutorError(f"the sandbox on node {self.placed.hostname} is not what was asked for: "
                                 f"{'; '.join(wrong)}; refused and removed")
-        self._node = client
 
     def stop(self) -> None:
         with self._lock:
@@ -307,7 +308,7 @@ class SwarmExecutor(Executor):
                 api.remove_service(svc)
             except Exception:
                 pass
-        if placed is not None and getattr(self, "_node", None) is not None:
+        if placed is not None and self._node is not None:
             # Not waiting for swarm to stop it (a grace period, then its agent's removal): the
             # service is gone, so its container goes now, on its node's engine.
             try:
@@ -446,24 +447,31 @@ def connect_engine(url: str, cfg: SwarmConfig):
         if not cfg.known_hosts:
             raise InvalidConfig(f"engine {url}: ssh:// needs sandbox.swarm.known_hosts, the file holding that node's "
                                 "host key")
-        return _connect_ssh(url, cfg.known_hosts)
+        return _connect_ssh(url, cfg.known_hosts, cfg.ssh_key)
     raise InvalidConfig(f"engine {url}: use unix://, tcp:// (with tls) or ssh://")
 
 
-def _connect_ssh(url: str, known_hosts: str):
-    """docker-py's paramiko transport, with host keys from `known_hosts` only and unknown ones refused."""
+def _connect_ssh(url: str, known_hosts: str, key_file: str | None):
+    """docker-py's paramiko transport, configured here alone: host keys from `known_hosts` only
+    (an unknown or changed key is refused), the given key, and none of the user's ~/.ssh files
+    (their config could name a ProxyCommand, their known_hosts accept other keys)."""
+    import urllib.parse
+
     from .docker.engine import import_docker
 
     docker = import_docker(ssh=True)
     import docker.api.client as api_client
+    import paramiko
     from docker.transport.sshconn import SSHHTTPAdapter
 
     class Pinned(SSHHTTPAdapter):
         def _create_paramiko_client(self, base_url):
-            super()._create_paramiko_client(base_url)
-            self.ssh_client.get_host_keys().clear()
-            self.ssh_client._system_host_keys.clear()
+            u = urllib.parse.urlparse(base_url)
+            self.ssh_client = paramiko.SSHClient()
+            self.ssh_params = {"hostname": u.hostname, "port": u.port or 22, "username": u.username,
+                               "key_filename": key_file, "look_for_keys": False, "allow_agent": key_file is None}
             self.ssh_client.load_host_keys(known_hosts)
+            self.ssh_client.set_missing_host_key_policy(paramiko.RejectPolicy())
 
     with _SSH_LOCK:
         saved, api_client.SSHHTTPAdapter = api_client.SSHHTTPAdapter, Pinned
@@ -471,7 +479,7 @@ def _connect_ssh(url: str, known_hosts: str):
             client = docker.DockerClient(base_url=url, timeout=120)
             client.ping()
         except Exception as e:
-            raise EngineUnavailable(f"no Docker engine answers at {url}: {str(e)[:200]}") from None
+            raise EngineUnavailable(f"no Docker engine answers at {url}: {str(e)[:200] or type(e).__name__}") from None
         finally:
             api_client.SSHHTTPAdapter = saved
     return client

@@ -151,6 +151,7 @@ class SwarmSettings(Strict):
                                     "(unix://, tcp:// with tls, ssh:// with known_hosts)")
     tls: SwarmTLS | None = None
     known_hosts: str | None = Field(default=None, description="host keys of ssh:// engines (only this file)")
+    ssh_key: str | None = Field(default=None, description="private key for ssh:// engines")
     place_timeout: float = Field(default=60.0, gt=0, description="seconds a sandbox waits for room in the swarm")
 
 

@@ -237,3 +237,77 @@ def test_runner_gc_reaps_an_orphaned_service_and_its_network(cluster):
         time.sleep(0.2)
     assert network not in sh("docker", "network", "ls", "-q", "--no-trunc").split()
     ex.service_id = ex.network_id = ex.placed = None  # reaped: nothing of it left to stop
+
+
+def test_a_node_engine_over_ssh_is_reached_with_the_named_known_hosts_only(cluster, tmp_path, monkeypatch):
+    """The production way to a node's engine: ssh:// with host keys from the configured file
+    alone. Here the manager's engine, behind a real sshd on loopback."""
+    from executors import EngineUnavailable
+
+    from ..ssh.sshd import make_sshd
+
+    server = make_sshd(tmp_path / "sshd").start()
+    try:
+        url = f"ssh://root@127.0.0.1:{server.port}"
+        engines = {cluster.manager_id: url, cluster.worker_id: cluster.worker_url}
+        ex = SwarmExecutor(engines=engines, known_hosts=server.known_hosts, ssh_key=server.client_key,
+                           placement=["node.role==manager"])
+        with ex:
+            assert ex.run(["sh", "-c", "cat; echo over ssh"], stdin=b"in ").stdout == b"in over ssh\n"
+            assert ex._node is not ex.manager and ex._node.api.base_url.startswith("http+docker://ssh")
+        other = (tmp_path / "sshd" / "other.pub").read_text().split()
+        wrong = tmp_path / "wrong_known_hosts"
+        wrong.write_text(f"[127.0.0.1]:{server.port} {other[0]} {other[1]}\n")
+        # the user's own known_hosts would accept the server: it must not be consulted
+        home = tmp_path / "home"
+        (home / ".ssh").mkdir(parents=True)
+        (home / ".ssh" / "known_hosts").write_text(open(server.known_hosts).read())
+        monkeypatch.setenv("HOME", str(home))
+        ex = SwarmExecutor(engines=engines, known_hosts=str(wrong), ssh_key=server.client_key,
+                           placement=["node.role==manager"])
+        with pytest.raises(EngineUnavailable, match=f"127.0.0.1:{server.port}"):
+            ex.start()
+        assert ex.service_id is None
+    finally:
+        server.stop()
+
+
+def test_an_image_a_node_lacks_is_refused_clearly_and_never_pulled(cluster):
+    """Services name the image by its id on the manager, so a node never asks a registry: a
+    node without it fails the task, and that is told as the image to load there."""
+    from executors import ImageNotFound
+
+    assert "runner/node" not in cluster.worker("images", "--format", "{{.Repository}}")
+    ex = make(cluster, image="runner/node:latest", placement=["node.role==worker"])
+    with pytest.raises(ImageNotFound, match="not on the node the sandbox landed on"):
+        ex.start()
+    assert ex.service_id is None
+
+
+def test_a_placed_container_that_is_not_what_was_asked_for_is_refused(cluster, monkeypatch):
+    """The spec is checked on the container the node really made (here: a spec that lost its
+    read-only root and its capability drop on the way)."""
+    import executors.swarm as swarm_mod
+
+    real = swarm_mod.service_spec
+
+    def loosened(*a, **kw):
+        spec = real(*a, **kw)
+        spec["ContainerSpec"]["ReadOnly"] = False
+        del spec["ContainerSpec"]["CapabilityDrop"]
+        return spec
+
+    monkeypatch.setattr(swarm_mod, "service_spec", loosened)
+    ex = make(cluster, placement=["node.role==worker"])
+    with pytest.raises(swarm_mod.ExecutorError, match="root filesystem is writable.*capabilities"):
+        ex.start()
+    assert ex.service_id is None
+
+
+def test_runner_refuses_allowlist_mode_on_swarm(tmp_path):
+    from runner import Runner
+    from runner.errors import RunnerError
+
+    with pytest.raises(RunnerError, match="executor swarm runs sandboxes without a network"):
+        Runner(executor="swarm", workspace=tmp_path,
+               overrides={"network.mode": "allowlist", "network.allow": ["example.org:443"]})
