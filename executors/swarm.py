@@ -410,9 +410,14 @@ class SwarmExecProcess(ExecProcess):
             code = super().wait(timeout)
         except Exception:  # the node's engine stopped answering
             code, self._gone = None, True
-        if self._gone or (code is not None and code >= 128 and self.gone()):
-            self._gone = True
-            self.executor._gone(self.executor._why_gone() if self.executor.placed else None)
+        if self._gone or (code is not None and code >= 128 and self.executor.placed is not None):
+            # Killed by a signal: by the command's own doing, or because swarm is taking the
+            # sandbox away (the task's desired state changes before its container stops, so the
+            # manager is asked too, not only the container's state).
+            why = self.executor._why_gone() if self.executor.placed else None
+            if self._gone or why is not None or self.gone():
+                self._gone = True
+                self.executor._gone(why)
         return code
 
     def kill(self) -> None:

@@ -311,3 +311,23 @@ def test_runner_refuses_allowlist_mode_on_swarm(tmp_path):
     with pytest.raises(RunnerError, match="executor swarm runs sandboxes without a network"):
         Runner(executor="swarm", workspace=tmp_path,
                overrides={"network.mode": "allowlist", "network.allow": ["example.org:443"]})
+
+
+def test_runner_session_on_a_drained_node_is_told_and_the_next_call_runs_elsewhere(cluster, tmp_path):
+    """The full Runner: the call in flight when its node is drained gets an error naming the
+    drain, and the session's next call gets a fresh sandbox on the other node."""
+    from runner import Runner
+
+    sh("docker", "node", "update", "--label-add", f"{POOL}=yes", cluster.worker_id)
+    overrides = {"sandbox.swarm.engines": cluster.engines(), "sandbox.placement": [f"node.labels.{POOL}==yes"]}
+    with Runner(executor="swarm", workspace=tmp_path, preset="all", overrides=overrides) as r:
+        assert r.call("bash", {"command": "echo first"}).text.strip() == "first"
+        assert r._sandbox.executor.placed.node_id == cluster.worker_id
+        sh("docker", "node", "update", "--label-add", f"{POOL}=yes", cluster.manager_id)
+        t = threading.Timer(3, cluster.drain, args=(cluster.worker_id,))
+        t.start()
+        res = r.call("bash", {"command": "sleep 60", "timeout": 100})
+        t.join()
+        assert res.is_error and "the sandbox died during this call" in res.text and "was drained" in res.text
+        assert r.call("bash", {"command": "echo second"}).text.strip() == "second"
+        assert r._sandbox.executor.placed.node_id == cluster.manager_id
