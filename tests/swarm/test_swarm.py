@@ -167,6 +167,8 @@ def test_hardening_that_a_service_holds(cluster, tmp_path):
                  "try:\n s.connect((sys.argv[1],2377));print('connected')\nexcept OSError as e:print(type(e).__name__)")
         out = ex.run(["python3", "-c", probe, cluster.host_ip]).stdout.decode()
         assert "connected" not in out and out.strip(), out
+        host = json.loads(cluster.worker("inspect", ex.placed.container_id))[0]["HostConfig"]
+        assert host["LogConfig"]["Type"] == "none" and host["IpcMode"] == "private" and not host["Privileged"]
         # Its network is its own: internal, holding this sandbox alone.
         net = json.loads(sh("docker", "network", "inspect", ex.network_id))[0]
         assert net["Internal"] is True and net["Driver"] == "overlay"
