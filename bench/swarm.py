@@ -36,14 +36,15 @@ def measure(make, n: int) -> dict[str, list[float]]:
     return out
 
 
-def runner_calls(executor: str, overrides: dict, n: int) -> dict[str, list[float]]:
+def runner_calls(executor: str, backend: dict | None, n: int) -> dict[str, list[float]]:
     from runner import Runner
 
     out: dict[str, list[float]] = {"runner start": [], "tool call": []}
     with tempfile.TemporaryDirectory(prefix="runner-bench-swarm-") as ws:
         for _ in range(3):
             t = time.perf_counter()
-            with Runner(executor=executor, workspace=ws, preset="all", overrides=overrides) as r:
+            with Runner(executor=executor, workspace=ws, preset="all", backend=backend,
+                        overrides={"sandbox.lifecycle": "per-session"}) as r:
                 r.call("bash", {"command": "true"})
                 out["runner start"].append(time.perf_counter() - t)
                 for _ in range(n):
@@ -70,8 +71,8 @@ def main() -> None:
             "swarm, worker node": measure(lambda: SwarmExecutor(engines=c.engines(), placement=["node.role==worker"]), n),
         }
         rrows = {
-            "docker": runner_calls("docker", {"sandbox.lifecycle": "per-session"}, n),
-            "swarm": runner_calls("swarm", {"sandbox.lifecycle": "per-session", "sandbox.swarm.engines": c.engines()}, n),
+            "docker": runner_calls("docker", None, n),
+            "swarm": runner_calls("swarm", {"engines": c.engines()}, n),
         }
     with open("/proc/loadavg") as f:
         print(f"load after: {f.read().split()[:3]}")

@@ -321,10 +321,11 @@ def test_runner_session_on_a_drained_node_is_told_and_the_next_call_runs_elsewhe
     from runner import Runner
 
     sh("docker", "node", "update", "--label-add", f"{POOL}=yes", cluster.worker_id)
-    overrides = {"sandbox.swarm.engines": cluster.engines(), "sandbox.placement": [f"node.labels.{POOL}==yes"]}
-    with Runner(executor="swarm", workspace=tmp_path, preset="all", overrides=overrides) as r:
+    overrides = {"sandbox.placement": [f"node.labels.{POOL}==yes"]}
+    with Runner(executor="swarm", workspace=tmp_path, preset="all", overrides=overrides,
+                backend={"engines": cluster.engines()}) as r:
         assert r.call("bash", {"command": "echo first"}).text.strip() == "first"
-        assert r._sandbox.executor.placed.node_id == cluster.worker_id
+        assert r.session._sandbox.executor.placed.node_id == cluster.worker_id
         sh("docker", "node", "update", "--label-add", f"{POOL}=yes", cluster.manager_id)
         t = threading.Timer(3, cluster.drain, args=(cluster.worker_id,))
         t.start()
@@ -332,4 +333,4 @@ def test_runner_session_on_a_drained_node_is_told_and_the_next_call_runs_elsewhe
         t.join()
         assert res.is_error and "the sandbox died during this call" in res.text and "was drained" in res.text
         assert r.call("bash", {"command": "echo second"}).text.strip() == "second"
-        assert r._sandbox.executor.placed.node_id == cluster.manager_id
+        assert r.session._sandbox.executor.placed.node_id == cluster.manager_id

@@ -25,10 +25,10 @@ def workspace(tmp_path):
 
 @pytest.fixture
 def runner(request, executor, workspace):
-    overrides = {}
+    backend = None
     if executor == "swarm":
-        overrides["sandbox.swarm.engines"] = request.getfixturevalue("swarm_cluster").engines()
-    with Runner(executor=executor, workspace=workspace, preset="all", overrides=overrides) as r:
+        backend = {"engines": request.getfixturevalue("swarm_cluster").engines()}
+    with Runner(executor=executor, workspace=workspace, preset="all", backend=backend) as r:
         yield r
 
 
