@@ -99,7 +99,29 @@ def check_expressible(cfg: SwarmConfig) -> None:
                             "sandbox per call, use one executor per call")
 
 
-def service_spec(cfg: SwarmConfig, labels: dict[str, str], network_id: str, image_id: str) -> dict:
+LOST_FOR = 120.0  # seconds at most that a node that lost a sandbox gets no new one from this process
+_lost: dict[str, tuple[float, object]] = {}  # node id -> (when a sandbox was lost there, its engine's client)
+
+
+def lost_nodes() -> list[str]:
+    """Nodes that lost a sandbox of this process and whose engine still does not answer (for at
+    most LOST_FOR seconds). The manager calls a node whose engine just died `ready` until its
+    heartbeats run out, and would hand it the next sandbox, to wait there, assigned, for ever."""
+    now = time.monotonic()
+    for node, (when, client) in list(_lost.items()):
+        if now - when > LOST_FOR:
+            _lost.pop(node, None)
+            continue
+        try:
+            client.api._get(client.api._url("/_ping"), timeout=3).raise_for_status()
+            _lost.pop(node, None)  # it answers again (or it was only drained)
+        except Exception:
+            pass
+    return list(_lost)
+
+
+def service_spec(cfg: SwarmConfig, labels: dict[str, str], network_id: str, image_id: str,
+                 avoid: list[str] = ()) -> dict:
     """The TaskTemplate (a plain API 1.41 dict) realising cfg. The image is given by its id: a node
     then never tries a registry (swarm pulls a tag at every task start) and runs exactly the bytes
     the manager has, or fails the task with "No such image"."""
@@ -122,7 +144,7 @@ def service_spec(cfg: SwarmConfig, labels: dict[str, str], network_id: str, imag
         limits["MemoryBytes"] = reserve["MemoryBytes"] = lim.memory
     if lim.pids:
         limits["Pids"] = lim.pids
-    constraints = list(cfg.placement)
+    constraints = list(cfg.placement) + [f"node.id!={n}" for n in avoid]
     if cfg.runtime:
         constraints.append(f"engine.labels.{RUNTIME_LABEL}=={cfg.runtime}")
     return {
@@ -174,8 +196,8 @@ class SwarmExecutor(Executor):
             swarm = client.info().get("Swarm") or {}
             if not swarm.get("ControlAvailable"):
                 raise EngineUnavailable(f"the engine at {self.config.manager or 'the local socket'} is no swarm manager "
-                                        f"(state {swarm.get('LocalNodeState') or 'inactive'}): point sandbox.swarm."
-                                        "manager at one, or `docker swarm init` there")
+                                        f"(state {swarm.get('LocalNodeState') or 'inactive'}): point the swarm "
+                                        "backend's manager at one, or `docker swarm init` there")
             self._manager = client
         return self._manager
 
@@ -189,7 +211,7 @@ class SwarmExecutor(Executor):
             if node["ID"] == (self.manager.info().get("Swarm") or {}).get("NodeID"):
                 return self.manager
             raise InvalidConfig(f"the sandbox landed on node {desc.get('Hostname')} ({node['ID'][:12]}, "
-                                f"{keys[2]}), whose engine is not in sandbox.swarm.engines: add it, or keep "
+                                f"{keys[2]}), whose engine is not in the swarm backend's engines: add it, or keep "
                                 "sandboxes off that node with a placement constraint")
         if url not in self._engines:
             self._engines[url] = connect_engine(url, self.config)
@@ -214,7 +236,7 @@ class SwarmExecutor(Executor):
             net = api.create_network(name, driver="overlay", internal=True, attachable=False,
                                      labels={**labels, NETWORK: "true"})
             self.network_id = net["Id"]
-            svc = api.create_service(service_spec(cfg, labels, self.network_id, image_id), name=name, labels=labels,
+            svc = api.create_service(service_spec(cfg, labels, self.network_id, image_id, lost_nodes()), name=name, labels=labels,
                                      mode={"Replicated": {"Replicas": 1}})
             self.service_id = svc["ID"]
             self.placed = self._wait_placed()
@@ -267,7 +289,7 @@ class SwarmExecutor(Executor):
                 raise SandboxUnplaced(
                     f"no swarm node took the sandbox within {self.config.place_timeout:g}s (swarm: {why}); the "
                     f"cluster is full or no node matches the placement {self.config.placement or '(none)'}: free "
-                    "capacity, add nodes, or raise sandbox.swarm.place_timeout")
+                    "capacity, add nodes, or raise the swarm backend's place_timeout")
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 
@@ -391,6 +413,8 @@ class SwarmExecutor(Executor):
         fresh sandbox, on whatever node swarm picks then."""
         why = why or self._why_gone() or "its engine stopped answering"
         where = self.placed.hostname if self.placed else "?"
+        if self.placed is not None and self._node is not None:
+            _lost[self.placed.node_id] = (time.monotonic(), self._node)
         with self._lock:
             self._remove()
             self.gone_reason = why
@@ -438,7 +462,7 @@ def connect_engine(url: str, cfg: SwarmConfig):
         return connect(url)
     if url.startswith("tcp://"):
         if cfg.tls is None:
-            raise InvalidConfig(f"engine {url}: tcp:// needs sandbox.swarm.tls (ca, cert, key); an engine's "
+            raise InvalidConfig(f"engine {url}: tcp:// needs the swarm backend's tls (ca, cert, key); an engine's "
                                 "plain TCP port is root on that node for anyone who reaches it")
         docker = import_docker()
         tls = docker.tls.TLSConfig(client_cert=(cfg.tls.cert, cfg.tls.key), ca_cert=cfg.tls.ca, verify=True)
@@ -450,7 +474,7 @@ def connect_engine(url: str, cfg: SwarmConfig):
         return client
     if url.startswith("ssh://"):
         if not cfg.known_hosts:
-            raise InvalidConfig(f"engine {url}: ssh:// needs sandbox.swarm.known_hosts, the file holding that node's "
+            raise InvalidConfig(f"engine {url}: ssh:// needs the swarm backend's known_hosts, the file holding that node's "
                                 "host key")
         return _connect_ssh(url, cfg.known_hosts, cfg.ssh_key)
     raise InvalidConfig(f"engine {url}: use unix://, tcp:// (with tls) or ssh://")

@@ -185,15 +185,15 @@ def test_loosenings_a_service_cannot_hold_safely_are_refused(loosening, word):
 def test_an_engine_reached_over_plain_tcp_is_refused():
     from executors.swarm import SwarmConfig, connect_engine
 
-    with pytest.raises(InvalidConfig, match="needs sandbox.swarm.tls"):
+    with pytest.raises(InvalidConfig, match="needs the swarm backend.s tls"):
         connect_engine("tcp://127.0.0.1:2375", SwarmConfig())
-    with pytest.raises(InvalidConfig, match="needs sandbox.swarm.known_hosts"):
+    with pytest.raises(InvalidConfig, match="needs the swarm backend.s known_hosts"):
         connect_engine("ssh://root@127.0.0.1", SwarmConfig())
 
 
 def test_a_node_without_a_known_engine_is_refused_and_nothing_is_left(cluster):
     ex = SwarmExecutor(engines={}, placement=["node.role==worker"])
-    with pytest.raises(InvalidConfig, match="not in sandbox.swarm.engines"):
+    with pytest.raises(InvalidConfig, match="not in the swarm backend.s engines"):
         ex.start()
     assert ex.service_id is None
 
