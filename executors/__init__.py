@@ -13,6 +13,7 @@ BACKENDS = {
     "local": "executors.local:LocalExecutor",
     "docker": "executors.docker:DockerExecutor",
     "ssh": "executors.ssh:SSHExecutor",
+    "swarm": "executors.swarm:SwarmExecutor",
 }
 
 

@@ -284,6 +284,38 @@ def gc(
 
 
 @app.command()
+def nodes(host: Optional[str] = typer.Option(None, "--host", "-H", help="a swarm manager's engine address"),
+          as_json: bool = typer.Option(False, "--json", help="one JSON list")):
+    """List the swarm's nodes (executor swarm): state, free capacity and live sandboxes."""
+    import json
+
+    from executors.docker.engine import connect
+    from executors.errors import EngineUnavailable
+    from executors.swarm import nodes as swarm_nodes
+
+    from .printable import printable
+
+    def listing():
+        client = connect(host)
+        if not (client.info().get("Swarm") or {}).get("ControlAvailable"):
+            raise EngineUnavailable(f"the engine at {host or 'the local socket'} is no swarm manager: point -H at one")
+        return swarm_nodes(client)
+
+    rows = guarded(listing)
+    if as_json:
+        typer.echo(json.dumps(rows))
+        return
+    typer.echo(f"{'NODE':14} {'HOST':16} {'ADDRESS':16} {'ROLE':8} {'STATE':8} {'AVAIL':7} {'CPUS FREE':>11} "
+               f"{'MEMORY FREE':>17}  SANDBOXES")
+    for r in rows:  # hostnames, labels and session names are the cluster's: printed safely
+        typer.echo(printable(
+            f"{r['id'][:12]:14} {r['hostname'][:16]:16} {r['addr'][:16]:16} {r['role']:8} {r['state']:8} "
+            f"{r['availability']:7} {r['cpus_free']:5.2f}/{r['cpus']:<5.2f} "
+            f"{r['memory_free'] / 2**30:7.2f}/{r['memory'] / 2**30:<7.2f}G  "
+            f"{len(r['sandboxes'])}{': ' + ', '.join(r['sandboxes']) if r['sandboxes'] else ''}"))
+
+
+@app.command()
 def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address")):
     """Check the engine, images and runtimes, and say what to fix."""
     from .maintenance import doctor as do_doctor

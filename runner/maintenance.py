@@ -25,6 +25,9 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
     from executors.docker.egress import reap_orphans
 
     removed += [(what, "egress", reason) for what, reason in reap_orphans(client, dry_run=dry_run)]
+    from executors.swarm import reap_orphans as reap_services  # on a swarm manager: orphaned sandbox services
+
+    removed += reap_services(client, dry_run=dry_run)
     return removed
 
 

@@ -21,6 +21,7 @@ BACKENDS: dict[str, str] = {
     "docker": "runner.backends.docker:DockerBackend",
     "local": "runner.backends.local:LocalBackend",
     "ssh": "runner.backends.ssh:SSHBackend",
+    "swarm": "runner.backends.swarm:SwarmBackend",
 }
 
 

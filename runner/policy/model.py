@@ -140,6 +140,8 @@ class Features(Strict):
 
 class SandboxPolicy(Strict):
     executor: str = Field(default="docker", description="the backend: one of runner.backends.names()")
+    placement: list[str] = Field(default_factory=list, description="executor swarm: placement constraints, e.g. "
+                                 "node.labels.pool==ci")
     lifecycle: Literal["per-session", "per-call"] = "per-session"
     image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")

@@ -46,9 +46,29 @@ def ssh(tmp_path):
         server.stop()
 
 
+def swarm(tmp_path, cluster):
+    """A service on the two-node swarm of tests/swarm (either node; the workspace is a bind
+    mount, which both nodes see: they are one machine)."""
+    from executors.docker import Mount
+    from executors.swarm import SwarmExecutor
+
+    @contextlib.contextmanager
+    def make():
+        os.chmod(tmp_path, 0o777)
+        ex = SwarmExecutor(engines=cluster.engines(), mounts=[Mount(source=str(tmp_path), target="/workspace")],
+                           workdir="/workspace", labels={"runner.test": "conformance"})
+        with ex:
+            yield ex, "/workspace"
+
+    return make()
+
+
+NEEDS_CLUSTER = {"swarm": swarm}
+
 BACKENDS = {
     "local": local,
     "docker-session": _docker("per-session"),
     "docker-per-call": _docker("per-call"),
     "ssh": ssh,
+    **NEEDS_CLUSTER,
 }

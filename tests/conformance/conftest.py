@@ -1,6 +1,7 @@
 import pytest
 
-from .backends import BACKENDS
+from ..swarm.fixtures import swarm_cluster  # noqa: F401
+from .backends import BACKENDS, NEEDS_CLUSTER
 
 
 @pytest.fixture(params=list(BACKENDS))
@@ -8,5 +9,9 @@ def sandbox(request, tmp_path):
     """(executor, workspace-in-sandbox) for every backend in turn."""
     if request.param != "local":
         request.getfixturevalue("no_leaks")
+    if request.param in NEEDS_CLUSTER:
+        with NEEDS_CLUSTER[request.param](tmp_path, request.getfixturevalue("swarm_cluster")) as pair:
+            yield pair
+        return
     with BACKENDS[request.param](tmp_path) as pair:
         yield pair

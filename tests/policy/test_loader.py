@@ -52,7 +52,7 @@ def test_wrong_type_names_value_line(tmp_path):
 
 def test_bad_literal_suggests(tmp_path):
     (msg,) = problems(write(tmp_path, "sandbox:\n  executor: dokcer\n"))
-    assert msg.endswith("p.yaml:2: sandbox.executor: 'dokcer' is not allowed (did you mean docker?); use docker | local | ssh")
+    assert msg.endswith("p.yaml:2: sandbox.executor: 'dokcer' is not allowed (did you mean docker?); use docker | local | ssh | swarm")
 
 
 def test_bad_size(tmp_path):

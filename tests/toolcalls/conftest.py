@@ -1,15 +1,17 @@
-"""The tool-behaviour suite runs every case against the full Runner on `local` and `docker`,
-with the same expected answers."""
+"""The tool-behaviour suite runs every case against the full Runner on `local`, `docker` and
+`swarm` (the two-node test swarm of tests/swarm), with the same expected answers."""
 from __future__ import annotations
 
 import pytest
 
 from runner import Runner
 
+from ..swarm.fixtures import swarm_cluster  # noqa: F401
 
-@pytest.fixture(params=["local", "docker"])
+
+@pytest.fixture(params=["local", "docker", "swarm"])
 def executor(request):
-    if request.param == "docker":
+    if request.param != "local":
         request.getfixturevalue("no_leaks")
     return request.param
 
@@ -22,8 +24,11 @@ def workspace(tmp_path):
 
 
 @pytest.fixture
-def runner(executor, workspace):
-    with Runner(executor=executor, workspace=workspace, preset="all") as r:
+def runner(request, executor, workspace):
+    backend = None
+    if executor == "swarm":
+        backend = {"engines": request.getfixturevalue("swarm_cluster").engines()}
+    with Runner(executor=executor, workspace=workspace, preset="all", backend=backend) as r:
         yield r
 
 

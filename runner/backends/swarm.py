@@ -1,0 +1,58 @@
+"""The swarm backend: docker's sandboxes (same mounts, same hardening where a service can hold
+it), each a one-replica service that Docker Swarm places (executors/swarm.py). The workspace
+and tool folders are bind mounts, so every node that may take a sandbox must see them at the
+same paths (shared storage); `sandbox.placement` keeps sandboxes on such nodes."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from executors.swarm import EngineTLS
+
+from ..errors import RunnerError
+from .base import Setting
+from .docker import DockerBackend, DockerPlacement
+
+
+class SwarmBackend(DockerBackend):
+    type: Literal["swarm"] = "swarm"
+    manager: Optional[str] = Field(default=None, description="a manager's engine URL; default the local engine")
+    engines: dict[str, str] = Field(default_factory=dict, description="node id, hostname or address -> its engine "
+                                    "URL (unix://, tcp:// with tls, ssh:// with known_hosts)")
+    tls: Optional[EngineTLS] = None
+    known_hosts: Optional[str] = Field(default=None, description="host keys of ssh:// engines (only this file)")
+    ssh_key: Optional[str] = Field(default=None, description="private key for ssh:// engines")
+    place_timeout: float = Field(default=60.0, gt=0, description="seconds a sandbox waits for room in the swarm")
+
+    def placement(self, setting: Setting) -> "SwarmPlacement":
+        return SwarmPlacement(self, setting)
+
+
+class SwarmPlacement(DockerPlacement):
+    config: SwarmBackend
+
+    def check(self, protected: list[str]) -> None:
+        if self.setting.policy.network.mode != "none":
+            raise RunnerError("executor swarm runs sandboxes without a network: network.mode allowlist (its egress "
+                              "proxy and host firewall) is the docker executor's only")
+        super().check(protected)
+
+    @contextmanager
+    def frozen(self):
+        from executors import ExecutorError
+
+        # hostfreeze pauses sandboxes on this machine's engine only
+        raise ExecutorError("refused with executor swarm: runner cannot freeze the session's sandboxes on other "
+                            "nodes while a host command runs")
+        yield  # pragma: no cover
+
+    def executor(self, cfg):
+        from executors.swarm import SwarmConfig, SwarmExecutor
+
+        c = self.config
+        return SwarmExecutor(SwarmConfig(
+            **{**dict(cfg), "lifecycle": "per-session"}, placement=self.setting.policy.sandbox.placement,
+            manager=c.manager, engines=c.engines, tls=c.tls, known_hosts=c.known_hosts, ssh_key=c.ssh_key,
+            place_timeout=c.place_timeout))

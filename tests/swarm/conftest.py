@@ -1,0 +1,1 @@
+from .fixtures import swarm_cluster  # noqa: F401
