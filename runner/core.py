@@ -137,7 +137,7 @@ class Runner:
                 return
             self._closed = True
             interrupted = None
-            for step in (self._close_sandbox, self._close_pool, self._close_egress, self._close_host,
+            for step in (self._close_sandbox, self._close_pool, self._remove_dead, self._close_egress, self._close_host,
                          self._close_shipped, self.store.close, lambda: self.limiter.forget(self.session_id)):
                 try:
                     step()
@@ -155,6 +155,14 @@ class Runner:
     def _close_pool(self) -> None:
         if self._pool is not None:
             self._pool.close()
+
+    def _remove_dead(self) -> None:
+        """Sandboxes that died with their engine (stopped, restarted) could not be removed then:
+        removed now if the engine answers again (executors/docker/executor.py: remove_owed)."""
+        if self.policy.sandbox.executor == "docker":
+            from executors.docker.executor import remove_owed
+
+            remove_owed()
 
     def _close_egress(self) -> None:
         if self._egress is not None:  # after every sandbox on its network is gone

@@ -89,7 +89,7 @@ class Sandbox:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.dead is None
+        return self.proc is not None and self.dead is None and not self.proc.ended()
 
     # -- calls --------------------------------------------------------------------------
     def call(self, call_id: str, tool: str, args: dict, timeout: float,
