@@ -24,7 +24,7 @@ CONTROLLER = textwrap.dedent("""
     from runner import Runner
     ws = sys.argv[1]
     pooled = Runner(workspace=ws, lifecycle="per-call", pool_size=2,
-                    overrides={"network.mode": "allowlist", "network.allow": ["192.0.2.1:443"]}).start()
+                    overrides={"network.mode": "allowlist", "network.allow": ["198.51.100.1:443"]}).start()
     session = Runner(workspace=ws, lifecycle="per-session").start()
     print(pooled.session_id, session.session_id, flush=True)
     for r, mark in ((session, "s"), (pooled, "p")):
