@@ -119,8 +119,8 @@ class DockerExecutor(Executor):
             for left in client.api.containers(all=True, filters={"label": mine}):
                 try:
                     client.api.remove_container(left["Id"], force=True)
-                except Exception as e:
-                    if "No such container" not in str(e):
+                except Exception as e:  # gone, or being removed already (by another thread)
+                    if "No such container" not in str(e) and "already in progress" not in str(e):
                         raise
         except Exception:
             return False
