@@ -158,6 +158,8 @@ class ExecProcess(DockerStreamProcess):
                 info = self.client.api.exec_inspect(self.exec_id)
             except docker.errors.NotFound:
                 info = {"Running": False, "ExitCode": None}
+            except Exception as e:
+                raise engine_lost(e) from None
             if not info.get("Running") or self.gone():
                 code = info.get("ExitCode")
                 self._code = 137 if code is None else code  # no code: the sandbox died under it

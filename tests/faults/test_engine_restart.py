@@ -72,3 +72,41 @@ def test_dead_sandbox_removed_by_close_alone(private_engine, workspace, lifecycl
         assert _sandboxes(engine, r.session_id) >= before  # the dead one is still there (exited)
     left = _sandboxes(engine, r.session_id)
     assert not left, f"the Runner left {len(left)} sandbox container(s) after close(): {engine.docker('ps', '-a')}"
+
+
+def test_executor_session_engine_stopped_mid_exec(private_engine):
+    """The executor API on its own (a per-session DockerExecutor, commands by `docker exec`): the
+    command in flight raises SandboxGone saying the engine stopped; stop() once the engine is back
+    removes the dead container."""
+    from executors import ExecRequest
+    from executors.docker import DockerExecutor
+    from executors.errors import SandboxGone
+
+    engine = private_engine
+    ex = DockerExecutor(image="runner/base:latest", lifecycle="per-session")
+    ex.start()
+    started = threading.Event()
+    out: dict = {}
+
+    def go():
+        try:
+            out["result"] = ex.exec(ExecRequest(argv=["sh", "-c", "echo started; exec sleep 600"], timeout=TIMEOUT),
+                                    on_output=lambda stream, data: started.set())
+        except Exception as e:
+            out["error"] = e
+
+    t = threading.Thread(target=go)
+    t.start()
+    try:
+        while not started.is_set():
+            assert t.is_alive(), out
+            started.wait(0.05)
+        engine.stop()
+        t.join(TIMEOUT)
+        assert not t.is_alive(), "the exec did not return within its timeout after the engine stopped"
+        assert isinstance(out.get("error"), SandboxGone), out
+        assert "docker engine stopped answering" in str(out["error"]).lower(), out
+        engine.start()
+    finally:
+        ex.stop()
+    assert not engine.containers(f"runner.executor={ex.instance}")
