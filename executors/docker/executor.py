@@ -32,6 +32,12 @@ _owed: dict[str, set[str]] = {}
 _owed_lock = threading.Lock()
 
 
+def _gone_or_going(e: Exception) -> bool:
+    """A removal's error that means the container is gone, or being removed already (by another
+    thread, or `runner gc`)."""
+    return "No such container" in str(e) or "already in progress" in str(e)
+
+
 def _remove_owed_on(client, engine: str) -> None:
     """Remove the containers owed on one engine (see _owed)."""
     with _owed_lock:
@@ -101,7 +107,7 @@ class DockerExecutor(Executor):
             try:
                 c.remove(force=True)
             except Exception as e:
-                removed = "No such container" in str(e)
+                removed = _gone_or_going(e)
         if self.config.lifecycle == "per-call" and self._client is not None:
             removed = self._remove_all(self._client, self.instance) and removed
         if not removed:
@@ -119,8 +125,8 @@ class DockerExecutor(Executor):
             for left in client.api.containers(all=True, filters={"label": mine}):
                 try:
                     client.api.remove_container(left["Id"], force=True)
-                except Exception as e:  # gone, or being removed already (by another thread)
-                    if "No such container" not in str(e) and "already in progress" not in str(e):
+                except Exception as e:
+                    if not _gone_or_going(e):
                         raise
         except Exception:
             return False
