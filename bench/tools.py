@@ -52,8 +52,8 @@ def tools_section(n: int):
     from runner.pool import SandboxPool
 
     r = Runner(executor="docker", workspace=ws, preset="all")
-    pool = SandboxPool(r._make_sandbox, size=1)
-    cold = timed(lambda: r._make_sandbox().start().close(), n)
+    pool = SandboxPool(r.session.make_sandbox, size=1)
+    cold = timed(lambda: r.session.make_sandbox().start().close(), n)
     rows_start.append(("sandbox ready, made on demand (cold)", cold, None))
 
     def warm_get():

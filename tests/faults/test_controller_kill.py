@@ -31,7 +31,7 @@ CONTROLLER = textwrap.dedent("""
         threading.Thread(target=r.call, args=("bash", {"command": f"touch {mark}.started; exec sleep 600"})).start()
     # Killed only once nothing is on its way to the engine: both calls run, the pool is full again.
     while not (os.path.exists(os.path.join(ws, "s.started")) and os.path.exists(os.path.join(ws, "p.started"))
-               and pooled._pool.ready == 2):
+               and pooled.session._pool.ready == 2):
         time.sleep(0.05)
     print("calls running", flush=True)
     time.sleep(3600)
