@@ -118,6 +118,11 @@ class Process(ABC):
         so a dead sandbox whose transport stays open cannot hang a call)."""
         return False
 
+    def ended(self) -> bool:
+        """Whether the command's transport has ended (asked without blocking, e.g. of a warm
+        sandbox before it is handed out: an engine restart ends it while nobody reads)."""
+        return self.eof
+
     def close(self) -> None:
         """Release transport resources (sockets, channels). Idempotent."""
 

@@ -8,6 +8,8 @@ class ExecutorError(Exception):
 class EngineUnavailable(ExecutorError):
     """The backend's engine (Docker daemon, SSH server) does not answer."""
 
+    exit_code = 69  # the CLI's exit status for it: EX_UNAVAILABLE of sysexits.h
+
 
 class ImageNotFound(ExecutorError):
     """The requested image is not on the engine; runner never pulls silently."""

@@ -41,6 +41,9 @@ class SSHConfig(BaseModel):
     connect_timeout: float = Field(10.0, gt=0)
     connect_attempts: int = Field(4, ge=1, le=10)
     keepalive: float = Field(5.0, gt=0, description="seconds between transport keepalives")
+    dead_after: float = Field(20.0, gt=0, description="seconds sent data (a keepalive at least) may stay "
+                              "unacknowledged before the connection counts as lost: a pulled cable or a "
+                              "vanished host sends no reset, so without this a call would wait for its deadline")
     deadline: float | None = Field(3600.0, gt=0, description="longest any command may run when the call sets no "
                                    "timeout, so a hung server cannot hang a call")
     env: dict[str, str] = Field(default_factory=dict)
@@ -207,7 +210,9 @@ class SSHExecutor(Executor):
             except BaseException:
                 client.close()
                 raise
-            client.get_transport().set_keepalive(int(max(1, cfg.keepalive)))
+            t = client.get_transport()
+            t.set_keepalive(int(max(1, cfg.keepalive)))
+            _drop_when_unacknowledged(t.sock, cfg.dead_after)
             return client
 
         where = f"{cfg.user}@{cfg.host}:{cfg.port}"
@@ -340,6 +345,17 @@ class SSHExecutor(Executor):
             raise _named(e, path) from None
         finally:
             sftp.close()
+
+
+def _drop_when_unacknowledged(sock, seconds: float) -> None:
+    """Have the kernel end the connection (ETIMEDOUT) once data it sent has gone unacknowledged
+    for `seconds` (Linux's TCP_USER_TIMEOUT). The transport's keepalives make sure something is
+    always in flight, so a dead link is found within keepalive + dead_after seconds; the transport
+    then closes, and a command on it ends with SandboxGone."""
+    option = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if option is None or not isinstance(sock, socket.socket) or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    sock.setsockopt(socket.IPPROTO_TCP, option, int(seconds * 1000))
 
 
 def _named(e: OSError, path: str) -> OSError:

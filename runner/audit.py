@@ -169,10 +169,7 @@ class AuditLog:
                     self._rotate()
                 fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
                 try:
-                    end = os.fstat(fd).st_size
-                    if end and os.pread(fd, 1, end - 1) != b"\n":
-                        data = b"\n" + data  # a torn last line (a crash mid-write) stays on its own
-                    os.write(fd, data)
+                    _write_whole_line(fd, data)
                 finally:
                     os.close(fd)
             finally:
@@ -241,6 +238,34 @@ class AuditLog:
         for f in reversed(self.files()):
             out += [r for r in self._read(f) if r.get("call_id") == call_id]
         return out
+
+
+TORN_TAIL_MAX = 1024 * 1024  # looked back for the last newline; a record is far shorter
+
+
+def _write_whole_line(fd: int, data: bytes) -> None:
+    """Append one line so that the file only ever ends in whole lines, under the log's flock.
+
+    A writer killed mid-write (SIGKILL, power loss) can leave part of a line at the end: the next
+    writer cuts that tail off before it appends. A short write or a failed one (ENOSPC, EIO) is
+    cut off the same way before the error goes on, so a line is in the file whole or not at all."""
+    end = os.fstat(fd).st_size
+    if end and os.pread(fd, 1, end - 1) != b"\n":
+        start = max(0, end - TORN_TAIL_MAX)
+        tail = os.pread(fd, end - start, start)
+        nl = tail.rfind(b"\n")
+        if nl >= 0 or start == 0:
+            end = start + nl + 1
+            os.ftruncate(fd, end)
+        else:  # no newline in reach: not a torn record; keep it, on a line of its own
+            data = b"\n" + data
+    done = 0
+    try:
+        while done < len(data):
+            done += os.write(fd, data[done:])
+    except BaseException:
+        os.ftruncate(fd, end)
+        raise
 
 
 def format_record(rec: dict) -> str:

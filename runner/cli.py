@@ -322,10 +322,15 @@ def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine
 
     from .printable import printable
 
+    from executors.errors import EngineUnavailable
+
     ok = True
-    for status, what, detail in guarded(do_doctor, host):
+    rows = guarded(do_doctor, host)
+    for status, what, detail in rows:
         ok &= status != "FAIL"
         typer.echo(printable(f"[{status:4}] {what}: {detail}"))
+    if rows and rows[0][:2] == ("FAIL", "engine"):  # the one line there is: no engine answers
+        raise typer.Exit(EngineUnavailable.exit_code)
     raise typer.Exit(0 if ok else 1)
 
 

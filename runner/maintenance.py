@@ -18,8 +18,8 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
         if not dry_run:
             try:
                 client.api.remove_container(c["Id"], force=True)
-            except Exception as e:  # removed meanwhile by its owner
-                if "No such container" not in str(e):
+            except Exception as e:  # removed meanwhile, or being removed, by its owner or another gc
+                if "No such container" not in str(e) and "already in progress" not in str(e):
                     raise
         removed.append((c["Id"][:12], (c.get("Names") or ["?"])[0].lstrip("/"), reason))
     from executors.docker.egress import reap_orphans

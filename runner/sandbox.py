@@ -49,6 +49,7 @@ class Sandbox:
         self._lines = wire.LineBuffer(MAX_LINE)
         self._stderr: collections.deque[bytes] = collections.deque(maxlen=32)
         self.dead: str | None = None
+        self.retired: str | None = None  # why this sandbox serves no further call (it still answered this one)
         self.used = False
         self.started_at = 0.0
 
@@ -95,7 +96,7 @@ class Sandbox:
 
     @property
     def alive(self) -> bool:
-        return self.proc is not None and self.dead is None
+        return self.proc is not None and self.dead is None and self.retired is None and not self.proc.ended()
 
     # -- calls --------------------------------------------------------------------------
     def call(self, call_id: str, tool: str, args: dict, timeout: float,
@@ -113,6 +114,11 @@ class Sandbox:
                 if on_output is not None:
                     on_output(msg.get("data", ""))
             elif op == "result" and msg.get("id") == call_id:
+                if isinstance(msg.get("meta"), dict) and msg["meta"].get("oom_killed"):
+                    # The memory limit may have killed any process in it (a background job, a
+                    # server the agent started): what is left is not the sandbox the caller had.
+                    self.retired = "an out-of-memory kill"
+                    msg["content"] = f"{msg.get('content') or ''}; a fresh sandbox will serve the next call"
                 return msg
             # anything else (a stale event, a log line) is ignored
 
@@ -144,7 +150,7 @@ class Sandbox:
             if stream == "eof":
                 try:
                     code = self.proc.wait(timeout=2)
-                    why = "out of memory" if code == OOM_EXIT and self.proc.oom_killed() else f"exit status {code}"
+                    why = f"exit status {code}" + (", out of memory" if code == OOM_EXIT and self.proc.oom_killed() else "")
                 except Exception as e:  # the engine lost it too
                     why = f"gone: {e}"
                 self._die(f"the sandbox ended ({why})")

@@ -19,6 +19,16 @@ def make_runner(workspace: str, executor: str | None, policy: str | None, protec
     return Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
 
 
+def require_engine(r) -> None:
+    """Raise EngineUnavailable (one line, exit 69) when the sandboxes' engine does not answer. A
+    per-session Runner found out when it started; a per-call one starts sandboxes only later, and
+    would report each call's failure as a tool error instead."""
+    if r.policy.sandbox.executor == "docker" and r.lifecycle == "per-call":
+        from executors.docker.engine import connect
+
+        connect().close()
+
+
 def parse_args_json(text: str) -> dict:
     from .boundedjson import loads
 
@@ -37,6 +47,7 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
 
     args = parse_args_json(args_text)
     with make_runner(workspace, executor, policy, protect, dialect) as r:
+        require_engine(r)
         res = r.call(tool, args)
     sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
@@ -89,6 +100,7 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
 
     out = sys.stdout
     with make_runner(workspace, executor, policy, protect, dialect) as r:
+        require_engine(r)
         for n, line in lines(sys.stdin.buffer, MAX_LINE_BYTES):
             if line is not None and not line.strip():
                 continue

@@ -43,7 +43,7 @@ def connect(base_url: str | None = None, timeout: int = 120):
         client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
         client.ping()
     except DockerException as e:
-        where = base_url or "the local engine ($DOCKER_HOST or /var/run/docker.sock)"
+        where = base_url or (f"{url} ($DOCKER_HOST)" if url else "the local engine (/var/run/docker.sock)")
         raise EngineUnavailable(f"no Docker engine answers at {where}: {START_HINT} ({_short(e)})") from None
     except Exception as e:  # requests/paramiko errors for tcp:// and ssh:// addresses
         raise EngineUnavailable(f"no Docker engine answers at {base_url}: {_short(e)}") from None

@@ -15,7 +15,7 @@ import threading
 import time
 
 from ..base import Executor, FailedProcess, Process, start_failure
-from ..errors import SandboxGone
+from ..errors import EngineUnavailable, SandboxGone
 from ..models import ExecRequest
 from . import labels as L
 from .config import SandboxConfig, create_kwargs
@@ -23,6 +23,45 @@ from .engine import connect, require_image
 from .process import PID_WRAPPER, ContainerProcess, ExecProcess
 
 KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
+
+# Executors whose containers could not be removed when they stopped, because the engine did not
+# answer (stopped or restarting): {engine address: {executor instance}}. The next executor of this
+# process that reaches the same engine (start or stop) removes them, so a Runner that outlives an
+# engine restart leaves no dead sandbox for `runner gc` once it has started or closed another.
+_owed: dict[str, set[str]] = {}
+_owed_lock = threading.Lock()
+
+
+def _gone_or_going(e: Exception) -> bool:
+    """A removal's error that means the container is gone, or being removed already (by another
+    thread, or `runner gc`)."""
+    return "No such container" in str(e) or "already in progress" in str(e)
+
+
+def _remove_owed_on(client, engine: str) -> None:
+    """Remove the containers owed on one engine (see _owed)."""
+    with _owed_lock:
+        owed = list(_owed.get(engine, ()))
+    for instance in owed:
+        if DockerExecutor._remove_all(client, instance):
+            with _owed_lock:
+                _owed.get(engine, set()).discard(instance)
+
+
+def remove_owed() -> None:
+    """Remove every container this process still owes an engine (see _owed), on each engine that
+    answers now; what one that is still down holds stays for `runner gc`. A Runner calls it on close."""
+    with _owed_lock:
+        engines = [e for e, owed in _owed.items() if owed]
+    for engine in engines:
+        try:
+            client = connect(engine or None, timeout=30)
+        except EngineUnavailable:
+            continue
+        try:
+            _remove_owed_on(client, engine)
+        finally:
+            client.close()
 
 
 class DockerExecutor(Executor):
@@ -46,9 +85,14 @@ class DockerExecutor(Executor):
         return self._client
 
     # -- lifecycle ----------------------------------------------------------------------
+    @property
+    def engine(self) -> str:
+        return self.base_url or os.environ.get("DOCKER_HOST") or ""
+
     def start(self) -> None:
         with self._lock:
             require_image(self.client, self.config.image)
+            self._remove_owed()
             if self.config.lifecycle == "per-session" and self.container is None:
                 self.container = self._create(KEEPALIVE, role="session")
                 self.container.start()
@@ -58,18 +102,38 @@ class DockerExecutor(Executor):
         interrupt caught between its creation and its hand-over (belt and braces)."""
         with self._lock:
             c, self.container = self.container, None
+        removed = True
         if c is not None:
             try:
                 c.remove(force=True)
-            except Exception:
-                pass
+            except Exception as e:
+                removed = _gone_or_going(e)
         if self.config.lifecycle == "per-call" and self._client is not None:
-            mine = [f"{L.EXECUTOR}={self.instance}", f"{L.OWNER_PID}={os.getpid()}"]
-            try:
-                for left in self._client.api.containers(all=True, filters={"label": mine}):
-                    self._client.api.remove_container(left["Id"], force=True)
-            except Exception:
-                pass
+            removed = self._remove_all(self._client, self.instance) and removed
+        if not removed:
+            with _owed_lock:
+                _owed.setdefault(self.engine, set()).add(self.instance)
+        elif self._client is not None:
+            self._remove_owed()
+
+    @staticmethod
+    def _remove_all(client, instance: str) -> bool:
+        """Remove every container of one executor instance of this process; False if the
+        engine did not let us (then they are owed)."""
+        mine = [f"{L.EXECUTOR}={instance}", f"{L.OWNER_PID}={os.getpid()}"]
+        try:
+            for left in client.api.containers(all=True, filters={"label": mine}):
+                try:
+                    client.api.remove_container(left["Id"], force=True)
+                except Exception as e:
+                    if not _gone_or_going(e):
+                        raise
+        except Exception:
+            return False
+        return True
+
+    def _remove_owed(self) -> None:
+        _remove_owed_on(self.client, self.engine)
 
     def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None,
                 own_init: bool = False):

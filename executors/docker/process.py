@@ -106,6 +106,20 @@ class DockerStreamProcess(Process):
         except OSError:
             pass
 
+    def ended(self) -> bool:
+        """The engine hung up this stream (the container ended, or the engine itself did). Asks
+        the kernel, not the reader thread, so the answer holds from the moment it happened."""
+        import select
+
+        if self._closed:
+            return True
+        try:
+            p = select.poll()
+            p.register(self.sock, select.POLLRDHUP)
+            return bool(p.poll(0))  # POLLRDHUP, or POLLHUP/POLLERR, which poll always reports
+        except (OSError, ValueError):
+            return True
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -144,6 +158,8 @@ class ExecProcess(DockerStreamProcess):
                 info = self.client.api.exec_inspect(self.exec_id)
             except docker.errors.NotFound:
                 info = {"Running": False, "ExitCode": None}
+            except Exception as e:
+                raise engine_lost(e) from None
             if not info.get("Running") or self.gone():
                 code = info.get("ExitCode")
                 self._code = 137 if code is None else code  # no code: the sandbox died under it
@@ -225,7 +241,7 @@ class ContainerProcess(DockerStreamProcess):
         except Exception as e:  # requests' ReadTimeout / ConnectionError
             if "timed out" in str(e).lower() or "timeout" in type(e).__name__.lower():
                 return None
-            raise
+            raise engine_lost(e) from None
         self._code = res.get("StatusCode")
         return self._code
 
@@ -250,6 +266,19 @@ class ContainerProcess(DockerStreamProcess):
             self.container.remove(force=True)
         except Exception:
             pass
+
+
+def engine_lost(e: Exception) -> Exception:
+    """SandboxGone when `e` says the engine itself stopped answering (stopped, restarted, its
+    socket gone), so the caller reads what happened instead of a transport's error; else e."""
+    import requests.exceptions
+
+    if isinstance(e, requests.exceptions.ConnectionError):
+        from ..errors import SandboxGone
+
+        return SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox with it "
+                           f"({type(e).__name__})")
+    return e
 
 
 def _oom_event(client, container_id: str, since: float) -> bool:

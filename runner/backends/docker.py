@@ -89,6 +89,11 @@ class DockerPlacement(Placement):
         return frozen(self.setting.session_id)
 
     def close(self) -> None:
+        # Sandboxes that died with their engine (stopped, restarted) could not be removed then:
+        # removed now if the engine answers again (executors/docker/executor.py: remove_owed).
+        from executors.docker.executor import remove_owed
+
+        remove_owed()
         if self.egress is not None:  # after every sandbox on its network is gone
             self.egress.stop()
 

@@ -28,16 +28,62 @@ def looks_binary(head: bytes) -> bool:
 
 def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None, replace: bool = True) -> None:
     """Write data to a temp file in the same directory, then rename over `real`. replace=False:
-    link it in place instead, which fails with FileExistsError if `real` exists (never replaced)."""
+    link it in place instead, which fails with FileExistsError if `real` exists (never replaced).
+    On any failure (a full disk, say) nothing is left: neither the temp file nor a directory made
+    for it."""
+    staged = stage(real, data, keep_mode_of)
+    try:
+        commit(staged, replace)
+    except BaseException:
+        discard(staged)
+        raise
+
+
+def _make_parents(parent: str) -> list[str]:
+    """Create parent and its missing ancestors; return the ones made, outermost first."""
+    missing = []
+    d = parent
+    while d and not os.path.isdir(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    made = []
+    try:
+        for d in reversed(missing):
+            os.mkdir(d)
+            made.append(d)
+    except FileExistsError:
+        pass
+    except BaseException:
+        _remove_dirs(made)
+        raise
+    return made
+
+
+def _remove_dirs(made: list[str]) -> None:
+    for d in reversed(made):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+
+
+def stage(real: str, data: bytes, keep_mode_of: str | None = None) -> tuple[str, str, list[str]]:
+    """The first half of atomic_write: (temp file holding data, real, directories made). Staging
+    every file of a change before committing any keeps a change that cannot be written whole
+    (a full disk) from being half applied."""
     parent = os.path.dirname(real)
-    os.makedirs(parent, exist_ok=True)
+    made = _make_parents(parent)
     mode = None
     src = keep_mode_of or real
     try:
         mode = os.stat(src).st_mode & 0o7777
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=".runner-", suffix=".tmp", dir=parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".runner-", suffix=".tmp", dir=parent)
+    except BaseException:
+        _remove_dirs(made)
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -47,19 +93,31 @@ def atomic_write(real: str, data: bytes, keep_mode_of: str | None = None, replac
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)
-        if os.path.realpath(parent) != parent:
-            raise ToolError(f"the directory {parent} changed while writing; nothing was written")
-        if replace:
-            os.replace(tmp, real)
-        else:
-            os.link(tmp, real, follow_symlinks=False)
-            os.unlink(tmp)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard((tmp, real, made))
         raise
+    return tmp, real, made
+
+
+def commit(staged: tuple[str, str, list[str]], replace: bool = True) -> None:
+    tmp, real, _ = staged
+    parent = os.path.dirname(real)
+    if os.path.realpath(parent) != parent:
+        raise ToolError(f"the directory {parent} changed while writing; nothing was written")
+    if replace:
+        os.replace(tmp, real)
+    else:
+        os.link(tmp, real, follow_symlinks=False)
+        os.unlink(tmp)
+
+
+def discard(staged: tuple[str, str, list[str]]) -> None:
+    tmp, _, made = staged
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+    _remove_dirs(made)
 
 
 def decode(data: bytes) -> tuple[str, bool, str]:

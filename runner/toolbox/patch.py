@@ -7,7 +7,7 @@ import re
 
 from . import paths
 from .context import Ctx, ToolError
-from .fsutil import atomic_write, decode, encode
+from .fsutil import commit, decode, discard, encode, stage
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
@@ -222,11 +222,22 @@ def apply_patch(ctx: Ctx, args: dict):
                 seen.add(dest)
             else:
                 plan.append(("write", real, data, c.path))
-    for action, real, data, _ in plan:
+    # Every new content is written to a temp file first: a full disk then fails the patch before
+    # any file changed. Only renames and deletes follow.
+    staged = []
+    try:
+        for action, real, data, _ in plan:
+            if action != "delete":
+                staged.append(stage(real, data))
+        for one in staged:
+            commit(one)
+    except BaseException:
+        for one in staged:
+            discard(one)
+        raise
+    for action, real, _, _ in plan:
         if action == "delete":
             os.unlink(real)
-        else:
-            atomic_write(real, data)
     summary = []
     for c in changes:
         tag = {"add": "A", "delete": "D", "update": "M"}[c.kind]

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from . import paths
+from . import oom, paths
 from .context import Ctx, ToolError
 
 CHUNK = 64 * 1024
@@ -145,8 +145,12 @@ def _group_gone(pgid: int, within: float) -> None:
         time.sleep(0.01)
 
 
-def _answer(code: int, timed_out: bool, timeout: float):
+def _answer(code: int, timed_out: bool, timeout: float, oom_killed: bool = False):
     meta = {"streamed": True, "exit_code": code, "timed_out": timed_out}
+    if oom_killed:
+        meta["oom_killed"] = True
+        return {"content": f"exit code: {code}: out of memory: the sandbox's memory limit killed a process of this "
+                           "command (use less memory, or raise limits.memory)", "is_error": True, "meta": meta}
     if timed_out:
         return {"content": f"timed out after {timeout:g}s: the command and all its processes were killed (exit code 124)",
                 "is_error": True, "meta": meta}
@@ -160,8 +164,9 @@ def bash(ctx: Ctx, args: dict, call_id: str = ""):
     if not isinstance(command, str) or not command.strip():
         raise ToolError("command is empty")
     timeout = float(args.get("timeout") or 120)
+    ooms = oom.kills()
     code, timed_out = run_streamed(ctx, call_id, command, _cwd(ctx, args.get("cwd")), timeout)
-    return _answer(code, timed_out, timeout)
+    return _answer(code, timed_out, timeout, oom.killed_since(ooms))
 
 
 class Job:
@@ -230,8 +235,9 @@ def exec_(ctx: Ctx, args: dict, call_id: str = ""):
             _jobs[proc.pid] = Job(proc, command)
         return {"content": f"started in the background: pid {proc.pid}. Use the process tool with this pid to "
                            "poll its output, send input or signals, or kill it.", "meta": {"pid": proc.pid}}
+    ooms = oom.kills()
     code, timed_out = run_streamed(ctx, call_id, command, cwd, timeout, stdin_text=args.get("input"))
-    return _answer(code, timed_out, timeout)
+    return _answer(code, timed_out, timeout, oom.killed_since(ooms))
 
 
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT, "HUP": signal.SIGHUP,

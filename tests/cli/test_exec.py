@@ -116,4 +116,4 @@ def test_forcing_an_unsafe_mount_is_possible(run_cli):
 def test_no_engine_says_how_to_start_one(run_cli, tmp_path):
     p = run_cli("exec", "--", "true", env={"DOCKER_HOST": f"unix://{tmp_path}/none.sock"})
     err = p.stderr.decode()
-    assert p.returncode == 1 and "no Docker engine" in err and "dockerd" in err and "Traceback" not in err
+    assert p.returncode == 69 and "no Docker engine" in err and "dockerd" in err and "Traceback" not in err

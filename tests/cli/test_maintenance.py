@@ -45,7 +45,7 @@ def test_doctor_reports_engine_and_images(run_cli):
 
 def test_doctor_without_engine_fails_with_a_fix(run_cli, tmp_path):
     p = run_cli("doctor", env={"DOCKER_HOST": f"unix://{tmp_path}/x.sock"})
-    assert p.returncode == 1 and "[FAIL] engine" in p.stdout.decode() and "dockerd" in p.stdout.decode()
+    assert p.returncode == 69 and "[FAIL] engine" in p.stdout.decode() and "dockerd" in p.stdout.decode()
 
 
 def test_images_build_does_nothing_when_current_and_list_shows_them(run_cli):

@@ -39,4 +39,4 @@ def test_unknown_host_key_is_refused(sshd, ssh_home):
     env = {**os.environ, "HOME": str(ssh_home)}
     p = subprocess.run([sys.executable, "-m", "runner", "exec", "--host", f"ssh://root@127.0.0.1:{sshd.port}", "--",
                         "true"], capture_output=True, env=env, timeout=120)
-    assert p.returncode == 1 and b"no Docker engine answers" in p.stderr and b"Traceback" not in p.stderr
+    assert p.returncode == 69 and b"no Docker engine answers" in p.stderr and b"Traceback" not in p.stderr
