@@ -26,7 +26,7 @@ def setting(tmp_path, executor="docker", **policy) -> Setting:
 
 
 def test_the_union_is_discriminated_on_type():
-    assert backends.names() == ("docker", "local", "ssh")
+    assert backends.names() == ("docker", "local", "ssh", "swarm")
     assert isinstance(backends.parse({"type": "local"}), LocalBackend)
     assert backends.parse({"type": "docker", "egress_network": "out"}).egress_network == "out"
     ssh = backends.parse({"type": "ssh", "ssh": SSH})
