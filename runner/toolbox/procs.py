@@ -23,7 +23,7 @@ _jobs_lock = threading.Lock()
 
 
 def _shell() -> list:
-    return [shutil.which("bash") or "/bin/sh", "-c"]
+    return [BASH or "/bin/sh", "-c"]
 
 
 def _cwd(ctx: Ctx, cwd) -> str:
@@ -77,13 +77,104 @@ def feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
     threading.Thread(target=feed, daemon=True).start()
 
 
-def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
-    """Run `command`; send its output as `output` events; return (exit code, timed out)."""
+# A shell started before the call that will use it, so a call pays no fork+exec of bash on its
+# critical path. It is as clean as `bash -c COMMAND` started at the call: a new process, started
+# by the agent (whose env, cwd, umask, rlimits and signals no call changes) in its own session,
+# stdin /dev/null, holding nothing but a pipe it reads the command from (then closes) before it
+# evals it. Each serves exactly one call; the next is started once that call's result is sent.
+# `bash -c` and this differ only in the name a syntax error gives its source ("eval", not "-c").
+SPARE_SCRIPT = ('IFS= read -r -d "" -N 1073741823 -u {fd} __runner_cmd; exec {fd}<&-; '
+                'eval "unset __runner_cmd;$__runner_cmd"')
+SPARE_MAX = 60 * 1024  # bytes of a command that fit in an empty pipe: its write never blocks
+
+
+class _Spare:
+    def __init__(self, ctx: Ctx) -> None:
+        r, self.w = os.pipe()
+        try:
+            self.cwd = ctx.workspace
+            self.env = ctx.env
+            self.proc = subprocess.Popen([BASH, "-c", SPARE_SCRIPT.format(fd=r)], cwd=self.cwd, env=self.env,
+                                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, pass_fds=(r,))
+        except BaseException:
+            os.close(self.w)
+            raise
+        finally:
+            os.close(r)
+
+    def fits(self, ctx: Ctx, cwd: str, data: bytes) -> bool:
+        """Started for this call's env and directory (the very directory: not one that replaced
+        it since), still there, and the command fits the pipe."""
+        if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX or self.proc.poll() is not None:
+            return False
+        here = _dir_id(f"/proc/{self.proc.pid}/cwd")
+        return here is not None and here == _dir_id(cwd)
+
+    def take(self, data: bytes) -> subprocess.Popen:
+        try:
+            os.write(self.w, data)  # fits the pipe: never blocks
+        finally:
+            os.close(self.w)
+        return self.proc
+
+    def discard(self) -> None:
+        os.close(self.w)  # at EOF it evals an empty command and ends
+        _kill_group(self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc.stdout.close()
+
+
+BASH = shutil.which("bash")
+_spare: "_Spare | None" = None
+
+
+def _dir_id(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def prepare(ctx: Ctx) -> None:
+    """Have a spare shell ready for the next call (between calls, off their critical path)."""
+    global _spare
+    if _spare is not None or BASH is None or ctx is None:
+        return
+    try:
+        _spare = _Spare(ctx)
+    except (OSError, subprocess.SubprocessError):
+        _spare = None  # no spare (say, at the pids limit): the call starts its own shell
+
+
+def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subprocess.Popen:
+    global _spare
+    if "\0" in command:
+        raise ToolError("the command holds a NUL character, which no shell command can hold")
+    try:
+        data = os.fsencode(command)  # as Popen would encode it
+    except UnicodeError:
+        raise ToolError("the command is not valid text (a lone surrogate)") from None
+    spare, _spare = _spare, None
+    if spare is not None:
+        if stdin_text is None and spare.fits(ctx, cwd, data):
+            return spare.take(data)
+        spare.discard()
     proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
                             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if stdin_text is not None:
         feed_stdin(proc, stdin_text.encode("utf-8"))
+    return proc
+
+
+def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
+    """Run `command`; send its output as `output` events; return (exit code, timed out)."""
+    proc = _start(ctx, command, cwd, stdin_text)
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     sel = selectors.DefaultSelector()
@@ -288,6 +379,10 @@ def process(ctx: Ctx, args: dict):
 
 
 def shutdown() -> None:
+    global _spare
+    spare, _spare = _spare, None
+    if spare is not None:
+        spare.discard()
     with _jobs_lock:
         for job in _jobs.values():
             _kill_group(job.proc.pid, signal.SIGKILL)

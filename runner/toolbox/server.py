@@ -138,8 +138,10 @@ def main(inp=None, out_fd: int | None = None) -> None:
                     pass
                 channel.send({"op": "hello", "ok": True, "pid": os.getpid(), "python": platform.python_version(),
                               "tools": sorted(TOOLS)})
+                procs.prepare(ctx)
             elif op == "call":
                 channel.send(handle_call(ctx, msg))
+                procs.prepare(ctx)  # the next call's shell, started while the controller reads this result
             elif op == "shutdown":
                 break
             else:
