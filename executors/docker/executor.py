@@ -19,7 +19,7 @@ from ..errors import SandboxGone
 from ..models import ExecRequest
 from . import labels as L
 from .config import SandboxConfig, create_kwargs
-from .engine import connect, require_image
+from .engine import require_image, shared_client
 from .process import PID_WRAPPER, ContainerProcess, ExecProcess
 
 KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
@@ -38,19 +38,23 @@ class DockerExecutor(Executor):
         self._client = client
         self.container = None
         self._lock = threading.Lock()
+        self._creating = 0  # per-call containers asked for and not yet handed over (or removed)
 
     @property
     def client(self):
         if self._client is None:
-            self._client = connect(self.base_url)
+            self._client = shared_client(self.base_url)
         return self._client
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
+        """Reach the engine; a per-session executor also makes its container. Whether the image
+        is there is asked only when a create fails (one round trip less on every start)."""
         with self._lock:
-            require_image(self.client, self.config.image)
+            self.client  # noqa: B018 - connects (once per process and engine address)
             if self.config.lifecycle == "per-session" and self.container is None:
                 self.container = self._create(KEEPALIVE, role="session")
+                self._creating -= 1  # held in self.container from here
                 self.container.start()
 
     def stop(self) -> None:
@@ -63,7 +67,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception:
                 pass
-        if self.config.lifecycle == "per-call" and self._client is not None:
+        if self.config.lifecycle == "per-call" and self._client is not None and self._creating:
             mine = [f"{L.EXECUTOR}={self.instance}", f"{L.OWNER_PID}={os.getpid()}"]
             try:
                 for left in self._client.api.containers(all=True, filters={"label": mine}):
@@ -87,8 +91,16 @@ class DockerExecutor(Executor):
             kw["environment"] = {**kw["environment"], **env}
         if user:
             kw["user"] = user
-        created = self.client.api.create_container(**kw)
-        return self.client.containers.get(created["Id"])
+        import docker.errors
+
+        self._creating += 1
+        try:
+            created = self.client.api.create_container(**kw)
+        except docker.errors.ImageNotFound:
+            require_image(self.client, cfg.image)  # raises ImageNotFound saying how to get it
+            raise
+        # The model without an inspect round trip: only the id is needed until a reload.
+        return self.client.containers.prepare_model({"Id": created["Id"]})
 
     def is_alive(self) -> bool:
         if self.container is None:
@@ -152,11 +164,15 @@ class DockerExecutor(Executor):
                     failure = start_failure("unknown-user", req)
                 if failure is None:
                     raise
+                self._creating -= 1
                 return FailedProcess(failure)
-            return ContainerProcess(c, sock, started)
+            proc = ContainerProcess(c, sock, started)
+            self._creating -= 1  # handed over: its close() removes it
+            return proc
         except BaseException:
             try:
                 c.remove(force=True)
+                self._creating -= 1
             except Exception:
                 pass
             raise
