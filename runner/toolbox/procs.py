@@ -18,6 +18,7 @@ from .context import Ctx, ToolError
 CHUNK = 64 * 1024
 KILL_GRACE = 1.5
 JOB_BUFFER = 1024 * 1024
+HOLD = 0.002  # seconds output waits for more (or for the end) before it is streamed on its own
 _jobs: "dict[int, Job]" = {}
 _jobs_lock = threading.Lock()
 
@@ -43,6 +44,9 @@ def _kill_group(pid: int, sig: int) -> None:
 def _wait(proc: subprocess.Popen, timeout: float):
     """Exit status within timeout, else None. A pidfd wakes us the moment the process ends;
     Popen.wait(timeout) would poll with growing sleeps (about a millisecond lost per call)."""
+    rc = proc.poll()
+    if rc is not None:  # already ended (the usual case once its output has ended)
+        return rc
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # old Python or kernel, or a sandbox kernel without pidfds
@@ -182,6 +186,8 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     deadline = time.monotonic() + timeout
     timed_out = False
     exited_at = None
+    pending = ""  # output read but not sent yet: the last of it goes out with the result
+    hold = getattr(ctx, "hold", None) or ctx.send
     try:
         while True:
             now = time.monotonic()
@@ -194,20 +200,25 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
-            ready = sel.select(timeout=min(0.1, max(0.0, deadline - now)))
+            wait = min(0.1, max(0.0, deadline - now))
+            ready = sel.select(timeout=min(wait, HOLD) if pending else wait)
             if not ready:
+                if pending:  # nothing more came at once: stream what we have
+                    ctx.send({"op": "output", "id": call_id, "data": pending})
+                    pending = ""
                 if exited_at is not None and time.monotonic() - exited_at > 0.2:
                     break  # the shell ended and the pipe is idle: children left in the background hold it
                 continue
             data = os.read(fd, CHUNK)
             if not data:
                 break
-            text = dec.decode(data)
-            if text:
-                ctx.send({"op": "output", "id": call_id, "data": text})
-        tail = dec.decode(b"", final=True)
-        if tail:
-            ctx.send({"op": "output", "id": call_id, "data": tail})
+            pending += dec.decode(data)
+            if len(pending) >= CHUNK:
+                ctx.send({"op": "output", "id": call_id, "data": pending})
+                pending = ""
+        pending += dec.decode(b"", final=True)
+        if pending:  # one write with the result: one trip through the engine, not two
+            hold({"op": "output", "id": call_id, "data": pending})
     finally:
         sel.close()
         if timed_out:
