@@ -25,7 +25,7 @@ bench-quick: setup
 # llm-sandbox, against the locally built image (SWE-ReX's server is added to a copy of it).
 bench-peers: setup
 	[ -x bench/.venv/bin/python ] || python3 -m venv bench/.venv
-	bench/.venv/bin/pip install -q swe-rex llm-sandbox
+	bench/.venv/bin/pip install -q swe-rex "llm-sandbox[docker]"
 	bench/.venv/bin/pip install -q --target bench/.swerex-site swe-rex
 	docker build -q --network none -t runner-bench/swerex:latest -f bench/swerex.Dockerfile bench
 

@@ -19,19 +19,23 @@ def timed(fn, n: int, warmup: int = 2) -> list[float]:
     return out
 
 
+# No network, as runner's sandboxes (and this engine may have no default bridge).
+RUNTIME = {"network_mode": "none"}
+
+
 def llm_sandbox(image: str, n: int) -> dict:
     from llm_sandbox import SandboxSession
 
     def start_stop():
         t = time.perf_counter()
-        s = SandboxSession(lang="python", image=image, keep_template=True, verbose=False)
+        s = SandboxSession(lang="python", image=image, keep_template=True, verbose=False, runtime_configs=RUNTIME)
         s.open()
         took = time.perf_counter() - t
         s.close()
         return took
 
     starts = [start_stop() for _ in range(max(3, n // 2))]
-    with SandboxSession(lang="python", image=image, keep_template=True, verbose=False) as s:
+    with SandboxSession(lang="python", image=image, keep_template=True, verbose=False, runtime_configs=RUNTIME) as s:
         calls = timed(lambda: s.execute_command("echo hi"), n * 5)
     return {"start": starts, "call": calls}
 
