@@ -86,7 +86,7 @@ def density_section(n: int, quick: bool, results: dict):
         for level in levels:
             with ThreadPoolExecutor(4) as pool:
                 list(pool.map(open_one, range(level - len(live))))
-            time.sleep(1.0)  # let the new ones settle (agents idle, spares started)
+            time.sleep(3.0)  # let the new ones settle (agents idle, spares started, the engine quiet)
             lat = timed(lambda: target.call("bash", {"command": "echo hi"}), n * 5, warmup=3)
             rows.append((f"bash echo in one session, {level} live session(s)", lat, rows[0][1] if rows else None))
             results[f"call_with_{level}"] = statistics.median(lat)

@@ -19,6 +19,7 @@ CHUNK = 64 * 1024
 KILL_GRACE = 1.5
 JOB_BUFFER = 1024 * 1024
 HOLD = 0.002  # seconds output waits for more (or for the end) before it is streamed on its own
+HOLD_MAX = 0.05  # ... and at most this long while more keeps coming in small pieces
 _jobs: "dict[int, Job]" = {}
 _jobs_lock = threading.Lock()
 
@@ -187,6 +188,7 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     timed_out = False
     exited_at = None
     pending = ""  # output read but not sent yet: the last of it goes out with the result
+    held_since = 0.0
     hold = getattr(ctx, "hold", None) or ctx.send
     try:
         while True:
@@ -212,8 +214,10 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
             data = os.read(fd, CHUNK)
             if not data:
                 break
+            if not pending:
+                held_since = time.monotonic()
             pending += dec.decode(data)
-            if len(pending) >= CHUNK:
+            if len(pending) >= CHUNK or time.monotonic() - held_since >= HOLD_MAX:
                 ctx.send({"op": "output", "id": call_id, "data": pending})
                 pending = ""
         pending += dec.decode(b"", final=True)

@@ -92,3 +92,14 @@ def test_cwd_and_input_start_their_own_shell(call, workspace):
     assert sh(call, "pwd", cwd="sub").endswith("/sub\n")
     assert ok(call("exec", {"command": "cat", "input": "fed\n"})) == "fed\n"
     assert not sh(call, "pwd").endswith("/sub\n")
+
+
+def test_output_streams_while_the_command_runs_and_the_last_piece_comes_with_the_result(runner):
+    """The agent holds a call's output only while more follows at once: what a command prints
+    before it goes quiet is streamed on its own, and only the last piece rides with the result."""
+    sandbox = runner._acquire()
+    events: list[tuple[str, str]] = []
+    msg = sandbox.call("s1", "bash", {"command": "echo first; sleep 2; echo second"}, 60,
+                       on_output=lambda text: events.append(("output", text)))
+    assert events == [("output", "first\n"), ("output", "second\n")]
+    assert msg["op"] == "result" and msg["meta"]["exit_code"] == 0
