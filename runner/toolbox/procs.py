@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from . import paths
+from . import fsutil, paths
 from .context import Ctx, ToolError
 
 CHUNK = 64 * 1024
@@ -86,7 +86,7 @@ def feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
 # critical path. It is as clean as `bash -c COMMAND` started at the call: a new process, started
 # by the agent (whose env, cwd, umask, rlimits and signals no call changes) in its own session,
 # stdin /dev/null, holding nothing but a pipe it reads the command from (then closes) before it
-# evals it. Each serves exactly one call; the next is started once that call's result is sent.
+# evals it. Each serves one call only; the next is started (by _Keeper) soon after that call's result.
 # `bash -c` and this differ only in the name a syntax error gives its source ("eval", not "-c").
 SPARE_SCRIPT = ('IFS= read -r -d "" -N 1073741823 -u {fd} __runner_cmd; exec {fd}<&-; '
                 'eval "unset __runner_cmd;$__runner_cmd"')
@@ -134,6 +134,7 @@ class _Spare:
 
 
 BASH = shutil.which("bash")
+SPARE_DELAY = 0.005  # seconds after a call's result before the next call's shell is started
 _spare: "_Spare | None" = None
 
 
@@ -145,26 +146,72 @@ def _dir_id(path: str):
     return st.st_dev, st.st_ino
 
 
+class _Keeper:
+    """Starts the spare shell on a thread of its own, SPARE_DELAY after a call's result: its
+    start (a fork+exec, then bash's own start-up) must not compete for the CPU with the
+    result's way back to the controller. A call that comes sooner (calls back to back) cancels
+    it and starts its own shell, as if there were no spare; one that comes while it is being
+    started waits for it (never longer than starting its own)."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.ctx: "Ctx | None" = None
+        self.due: "float | None" = None
+        self.thread: "threading.Thread | None" = None
+
+    def want(self, ctx: Ctx) -> None:
+        with self.cv:
+            self.ctx, self.due = ctx, time.monotonic() + SPARE_DELAY
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="runner-agent-spare", daemon=True)
+                self.thread.start()
+            self.cv.notify()
+
+    def take(self) -> "_Spare | None":
+        """The spare if there is one (waiting while one is being started); cancels one wanted."""
+        global _spare
+        with self.cv:
+            self.due = None
+            spare, _spare = _spare, None
+            return spare
+
+    def _run(self) -> None:
+        global _spare
+        with self.cv:
+            while True:
+                if self.due is None:
+                    self.cv.wait()
+                    continue
+                left = self.due - time.monotonic()
+                if left > 0:
+                    self.cv.wait(left)
+                    continue
+                self.due = None
+                if _spare is None:  # started under the lock: take() waits for it
+                    try:
+                        with fsutil.UMASK_LOCK:  # never while a write reads the umask
+                            _spare = _Spare(self.ctx)
+                    except (OSError, subprocess.SubprocessError):
+                        _spare = None  # no spare (say, at the pids limit): the call starts its own shell
+
+
+_keeper = _Keeper()
+
+
 def prepare(ctx: Ctx) -> None:
     """Have a spare shell ready for the next call (between calls, off their critical path)."""
-    global _spare
-    if _spare is not None or BASH is None or ctx is None:
-        return
-    try:
-        _spare = _Spare(ctx)
-    except (OSError, subprocess.SubprocessError):
-        _spare = None  # no spare (say, at the pids limit): the call starts its own shell
+    if BASH is not None and ctx is not None:
+        _keeper.want(ctx)
 
 
 def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subprocess.Popen:
-    global _spare
     if "\0" in command:
         raise ToolError("the command holds a NUL character, which no shell command can hold")
     try:
         data = os.fsencode(command)  # as Popen would encode it
     except UnicodeError:
         raise ToolError("the command is not valid text (a lone surrogate)") from None
-    spare, _spare = _spare, None
+    spare = _keeper.take()
     if spare is not None:
         if stdin_text is None and spare.fits(ctx, cwd, data):
             return spare.take(data)
@@ -394,8 +441,7 @@ def process(ctx: Ctx, args: dict):
 
 
 def shutdown() -> None:
-    global _spare
-    spare, _spare = _spare, None
+    spare = _keeper.take()
     if spare is not None:
         spare.discard()
     with _jobs_lock:
