@@ -38,7 +38,7 @@ class DockerExecutor(Executor):
         self._client = client
         self.container = None
         self._lock = threading.Lock()
-        self._creating = 0  # per-call containers asked for and not yet handed over (or removed)
+        self._creating = 0  # containers asked for and not known to be removed (stop() then looks for them)
 
     @property
     def client(self):
@@ -67,7 +67,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception:
                 pass
-        if self.config.lifecycle == "per-call" and self._client is not None and self._creating:
+        if self.config.lifecycle == "per-call" and self._client is not None and self._creating:  # else none is left
             mine = [f"{L.EXECUTOR}={self.instance}", f"{L.OWNER_PID}={os.getpid()}"]
             try:
                 for left in self._client.api.containers(all=True, filters={"label": mine}):
@@ -101,6 +101,10 @@ class DockerExecutor(Executor):
             raise
         # The model without an inspect round trip: only the id is needed until a reload.
         return self.client.containers.prepare_model({"Id": created["Id"]})
+
+    def _removed(self) -> None:
+        with self._lock:
+            self._creating -= 1
 
     def is_alive(self) -> bool:
         if self.container is None:
@@ -166,9 +170,7 @@ class DockerExecutor(Executor):
                     raise
                 self._creating -= 1
                 return FailedProcess(failure)
-            proc = ContainerProcess(c, sock, started)
-            self._creating -= 1  # handed over: its close() removes it
-            return proc
+            return ContainerProcess(c, sock, started, on_removed=self._removed)
         except BaseException:
             try:
                 c.remove(force=True)
