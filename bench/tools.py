@@ -77,7 +77,7 @@ def tools_section(n: int, results: dict):
     r = Runner(executor="docker", workspace=ws, preset="all")
 
     def cold_one():
-        sb = r._make_sandbox()
+        sb = r.session.make_sandbox()
         t = time.perf_counter()
         sb.start()
         took = time.perf_counter() - t
@@ -88,7 +88,7 @@ def tools_section(n: int, results: dict):
     cold = [cold_one() for _ in range(n)]
     rows_start.append(("sandbox ready for calls, made on demand (cold)", cold, None))
     results["cold_start"] = statistics.median(cold)
-    pool = SandboxPool(r._make_sandbox, size=1)
+    pool = SandboxPool(r.session.make_sandbox, size=1)
 
     def warm_get():
         while pool.ready == 0:

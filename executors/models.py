@@ -43,6 +43,7 @@ class Limits(BaseModel):
 
 
 DEFAULT_LIMITS = Limits(memory=512 * 1024**2, cpus=1.0, pids=256, tmpfs=64 * 1024**2)
+DEFAULT_IMAGE = "runner/base:latest"  # the sandbox image runner builds (runner images build); never pulled
 
 
 class ExecRequest(BaseModel):
@@ -73,8 +74,8 @@ class ExecRequest(BaseModel):
         return v
 
 
-TIMEOUT_EXIT = 124
-OOM_EXIT = 137
+TIMEOUT_EXIT = 124  # a command killed at its timeout, with everything it started
+OOM_EXIT = 137  # a command killed by the kernel's OOM killer (or SIGKILL: 128 + 9)
 
 
 StartReason = Literal["not-found", "not-executable", "is-directory", "no-cwd", "cwd-denied", "unknown-user",

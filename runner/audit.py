@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import ErrorType
 from .printable import json_text, printable
 
 try:
@@ -33,7 +34,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 ENV_AUDIT_LOG = "RUNNER_AUDIT_LOG"
 PREVIEW_CHARS = 200
-ERROR_TYPES = ("gated", "validation", "execution", "timeout")
+ERROR_TYPES = tuple(str(t) for t in ErrorType)  # the contract of runner.errors
 STATUSES = ("ok", "error")
 _SHRINK_STR = 4096  # longest string kept from an argument before redaction (the preview is 200)
 _SHRINK_ITEMS = 64

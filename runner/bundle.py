@@ -10,10 +10,14 @@ this works with a read-only root, in any image with python3 >= 3.9, and over any
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 from pathlib import Path
 
 PACKAGE = "runner_agent"
+# Modules of executors shipped beside the agent's own (standard library only), by their name in
+# the bundle: the network allowlist's grammar, which the policy and the egress proxy read too.
+SHIPPED = {"allowlist": "executors.allowlist"}
 
 BOOTSTRAP = r"""
 import os, sys
@@ -61,6 +65,8 @@ def payload() -> bytes:
             mods[PACKAGE] = [True, f.read_text()]
         elif f.name != "__main__.py":
             mods[f"{PACKAGE}.{f.stem}"] = [False, f.read_text()]
+    for name, module in SHIPPED.items():
+        mods[f"{PACKAGE}.{name}"] = [False, Path(importlib.import_module(module).__file__).read_text()]
     body = json.dumps(mods).encode()
     return str(len(body)).encode() + b"\n" + body
 

@@ -64,7 +64,7 @@ def guarded(fn, *args, **kw):
 @app.command("exec", context_settings={"allow_interspersed_args": False})
 def exec_(
     cmd: List[str] = typer.Argument(None, help="the command and its arguments, after --"),
-    image: str = typer.Option("runner/base", "--image", "-i", help="image to run (never pulled)"),
+    image: Optional[str] = typer.Option(None, "--image", "-i", help="image to run (never pulled; default runner/base)"),
     timeout: Optional[float] = typer.Option(None, help="seconds; then the whole process tree is killed (exit 124)"),
     memory: Optional[str] = typer.Option(None, help="memory limit, memory+swap equal (default 512m)"),
     cpus: Optional[float] = typer.Option(None, help="CPU share (default 1)"),

@@ -10,41 +10,42 @@ tools → execute with a timeout → truncate → redact → audit.
 from __future__ import annotations
 
 import os
-import posixpath
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from .errors import RunnerError
+from .errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from .results import ToolResult
 
 STREAMING_TOOLS = {"bash", "exec"}
-SANDBOX_WORKSPACE = "/workspace"
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
-SANDBOX_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 class Runner:
     """Run tool calls under a policy (a preset name, a YAML file or a Policy; default `default`).
 
     Keyword shortcuts override the policy: executor, preset, lifecycle, image, runtime,
-    pool_size; any other field through `overrides={"limits.memory": "2g", ...}`.
+    pool_size; any other field through `overrides={"limits.memory": "2g", ...}`. The backend the
+    policy names (`sandbox.executor`) takes its own settings from `backend` (its config, e.g.
+    runner.backends.docker.DockerBackend, or a dict) and the shortcuts `ssh=` (an
+    executors.ssh.SSHConfig) and `egress_network=`.
     """
 
     def __init__(self, executor: str | None = None, workspace: str | os.PathLike = ".", policy: Any = None, *,
                  protect: tuple[str, ...] | list[str] = (), pool_size: int | None = None, session: str | None = None,
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
-                 egress_network: str | None = None, ssh: Any = None) -> None:
+                 egress_network: str | None = None, ssh: Any = None, backend: Any = None) -> None:
+        from . import backends
         from .audit import AuditLog
         from .policy import Policy, load
-        from .policy.protect import Guard, policy_protected_dirs
+        from .policy.protect import Guard
         from .policy.ratelimit import RateLimiter
         from .redact import Redactor
+        from .session import Session
 
         self.workspace = Path(os.path.realpath(Path(workspace).expanduser()))  # never raises on a loop
         if not self.workspace.is_dir():
@@ -57,42 +58,27 @@ class Runner:
             if value is not None:
                 ov[key] = value
         self.policy = base.effective(protect=list(protect), overrides=ov, workspace=self.workspace)
-        if self.policy.sandbox.executor == "ssh":
-            from executors.ssh import SSHConfig
-
-            if ssh is None:
-                raise RunnerError("executor ssh needs an SSH target: Runner(..., ssh=SSHConfig(host=..., user=..., "
-                                  "key_file=..., known_hosts=..., workdir=REMOTE_WORKSPACE))")
-            self.ssh = ssh if isinstance(ssh, SSHConfig) else SSHConfig(**ssh)
-            if not self.ssh.workdir:
-                raise RunnerError("executor ssh needs ssh.workdir: the workspace directory on the remote host")
+        try:
+            self.backend = backends.for_policy(self.policy.sandbox.executor, backend, ssh=ssh,
+                                               egress_network=egress_network)
+        except ValueError as e:  # pydantic's ValidationError included
+            raise RunnerError(f"backend {self.policy.sandbox.executor}: {e}") from None
         self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
         self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
         self.session_id = session or uuid.uuid4().hex[:12]
-        self.protected = policy_protected_dirs(self.policy, workspace=self.workspace)
-        from . import custom
-
-        self.protected += [d for d in custom.protected_dirs(self) if d not in self.protected]
+        # the sandboxes: where they are, the protected paths, one op at a time (runner/session.py)
+        self.session = Session(backends.Setting(self.workspace, self.policy, self.session_id), self.backend,
+                               self.sandbox_env)
+        self.placement = self.session.placement
+        self.protected = self.session.protected
         self._custom = None  # custom.Catalog, described in the sandbox on first use
-        self._shipped = None  # ssh: the host folder holding this machine's tool folders (custom.ship)
         self.guard = Guard(self.workspace, self.protected)
-        if self.policy.sandbox.executor == "docker":
-            from .wspath import UnsafePath
-
-            try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
-                self._protection_mounts()
-            except (UnsafePath, OSError) as e:
-                raise RunnerError(f"cannot start sandboxes on the workspace {self.workspace}: {e}") from None
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
         self.store = ResultStore()
-        self.egress_network = egress_network  # an existing network for the egress proxy's way out
-        self._egress = None
         self._host_exec = None
-        self._pool = None
-        self._sandbox = None
         self._lock = threading.RLock()
         self._count = 0
         self._closed = False
@@ -114,18 +100,8 @@ class Runner:
         self.close()
 
     def start(self) -> "Runner":
-        from .pool import SandboxPool
-
         with self._lock:
-            if self._egress is None and self.policy.network.mode == "allowlist" and self.policy.sandbox.executor == "docker":
-                self._egress = self._start_egress()
-            if self._pool is None:
-                size = self.policy.sandbox.pool_size
-                if size is None:
-                    size = 2 if self.lifecycle == "per-call" else 0
-                self._pool = SandboxPool(self._make_sandbox, size)
-                if self.lifecycle == "per-session":
-                    self._sandbox = self._pool.get()
+            self.session.start()
         return self
 
     def close(self) -> None:
@@ -137,8 +113,8 @@ class Runner:
                 return
             self._closed = True
             interrupted = None
-            for step in (self._close_sandbox, self._close_pool, self._close_egress, self._close_host,
-                         self._close_shipped, self.store.close, lambda: self.limiter.forget(self.session_id)):
+            for step in (*self.session.close_steps(), self._close_host, self.store.close,
+                         lambda: self.limiter.forget(self.session_id)):
                 try:
                     step()
                 except KeyboardInterrupt as e:
@@ -147,39 +123,9 @@ class Runner:
             if interrupted is not None:
                 raise interrupted
 
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
-
-    def _close_pool(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-
-    def _close_egress(self) -> None:
-        if self._egress is not None:  # after every sandbox on its network is gone
-            self._egress.stop()
-
     def _close_host(self) -> None:
         if self._host_exec is not None:
             self._host_exec.stop()
-
-    def _close_shipped(self) -> None:
-        if self._shipped:
-            from . import custom
-
-            custom.unship(self)
-
-    def _start_egress(self):
-        """Allowlist mode: the session's internal network, egress proxy and host firewall."""
-        from executors.docker.egress import Egress
-        from executors.docker.engine import connect
-
-        eg = Egress(connect(), self.session_id, allow=list(self.policy.network.allow),
-                    labels={"runner.tenant": self.policy.tenant or ""}, image=self.policy.sandbox.image,
-                    outside_network=self.egress_network)
-        eg.start()
-        return eg
 
     # -- tools --------------------------------------------------------------------------
     def tools(self) -> list:
@@ -206,7 +152,7 @@ class Runner:
 
         if self._custom_off():
             return custom.Catalog()
-        return custom.discover(self)
+        return custom.discover(self.session)
 
     def _custom_off(self) -> str | None:
         from .schemas import registry
@@ -262,7 +208,7 @@ class Runner:
             from . import custom
 
             meta.update(source=spec.source, kind=spec.kind)
-            return custom.run(self, spec, args, call_id)
+            return self._run_in_sandbox("custom_run", custom.operation(spec, args, self.policy), call_id)
         if tool.startswith("git_") and not self.policy.features.bash:
             args["no_repo_programs"] = True  # the repository's config must not run what bash may not
         if tool == "result":
@@ -300,48 +246,46 @@ class Runner:
         off = self._custom_off()
         if off:  # it may be a custom tool that was never loaded
             return ToolResult.error(f"unknown tool: {str(tool)[:100]}; it is no built-in, and {off}. Tools that "
-                                    f"exist here: {names}", error_type="gated")
+                                    f"exist here: {names}", error_type=ErrorType.GATED)
         return ToolResult.error(f"unknown tool: {str(tool)[:100]}. Tools that exist here: {names}",
-                                error_type="validation")
+                                error_type=ErrorType.VALIDATION)
 
     def _guards(self):
         """What the guard steps consult (runner/guards.py)."""
         from . import guards
 
         return guards.Context(policy=self.policy, session=self.session_id, limiter=self.limiter, approve=self._approve,
-                              check_writable=lambda path: self.guard.check_writable(self._host_path(path)),
+                              check_writable=lambda path: self.guard.check_writable(self.placement.host_path(path.lstrip("@"))),
                               over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
 
     def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
+        from executors.models import TIMEOUT_EXIT
         from executors.ssh import SSHConfig, SSHExecutor
 
-        from contextlib import nullcontext
-
-        from . import hostfreeze, hostroute
-        from .hostshell import Refused
+        from . import hostroute
+        from .hostshell import CommandRefused
 
         if tool == "exec" and args.get("background"):
             return ToolResult.error("background mode is refused for host commands: run it in the foreground",
-                                    error_type="gated")
+                                    error_type=ErrorType.GATED)
         if self.policy.host is None:
             return ToolResult.error("the policy lists host_commands but names no host to run them on (policy key "
-                                    "host: {host, user, key_file, known_hosts})", error_type="gated")
-        sandbox_ws = {"docker": SANDBOX_WORKSPACE, "ssh": getattr(self, "ssh", None) and self.ssh.workdir}.get(
-            self.policy.sandbox.executor) or str(self.workspace)
+                                    "host: {host, user, key_file, known_hosts})", error_type=ErrorType.GATED)
+        sandbox_ws = self.placement.workspace
         host = self.policy.host
         if host.forced_command and host.env:
             return ToolResult.error("the policy's host has forced_command and env: a forced-command host receives "
                                     "only the request; set the environment in its authorized_keys line instead",
-                                    error_type="gated")
+                                    error_type=ErrorType.GATED)
         try:
             argv = hostroute.route(args["command"], host_rules)
             cwd = hostroute.host_dir(args.get("cwd") or args.get("working_dir") or "", sandbox_ws, self.workspace)
             sent = hostroute.invocation(argv, cwd, args["timeout"], host_rules, host, str(self.workspace))
-        except Refused as e:
-            return ToolResult.error(str(e), error_type="gated")
+        except CommandRefused as e:
+            return ToolResult.error(str(e), error_type=ErrorType.GATED)
         if self._host_exec is None:
             self._host_exec = SSHExecutor(SSHConfig(**host.model_dump(exclude={"runner"})))
         sink = self.store.sink(call_id, self.stream_caps)
@@ -349,14 +293,15 @@ class Runner:
         req = ExecRequest(argv=sent, timeout=args["timeout"],
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
-            with hostfreeze.frozen(self.session_id) if self.policy.sandbox.executor == "docker" else nullcontext():
+            with self.placement.frozen():
                 res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
         except ExecutorError as e:
             sink.finish()
-            return ToolResult.error(f"host command failed to run: {e}", error_type="execution")
+            return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)
         suffix = ""
         if res.timed_out:
-            suffix = f"timed out after {args['timeout']:g}s: the command and all its processes were killed (exit code 124)"
+            suffix = (f"timed out after {args['timeout']:g}s: the command and all its processes were killed "
+                      f"(exit code {TIMEOUT_EXIT})")
         elif res.exit_code == 127 and not host.forced_command:
             suffix = (f"exit code: 127 (if `{host.runner}` was not found on the host, set the policy's host.runner "
                       "to the path of runner there)")
@@ -396,76 +341,29 @@ class Runner:
                     f"(this write adds {adding} bytes); remove files (bash rm) to continue")
         return None
 
-    def _protection_mounts(self) -> list:
-        """Docker: the read-only mounts of the protected paths and the pins that keep them and
-        their ancestors (and the workspace's policy mount sources) where they are. Missing
-        protected paths the user listed, and .git/hooks of a repository, are made first. Raises
-        UnsafePath when a link stands on the way (never followed)."""
-        import stat
-
-        from .policy.protect import GIT_HOOKS, mount_plan, protected_dirs
-
-        pol = self.policy
-        st = self.workspace.stat()
-        create = protected_dirs(pol.protect, git_hooks=False, workspace=self.workspace)
-        try:
-            if pol.protect_git_hooks and stat.S_ISDIR(os.lstat(self.workspace / ".git").st_mode):
-                create.append(GIT_HOOKS)
-        except FileNotFoundError:
-            pass
-        pins = [rel for m in pol.mounts if (rel := m.workspace_rel(self.workspace))]
-        plan = mount_plan(self.workspace, SANDBOX_WORKSPACE, self.protected, create=create, pin=pins,
-                          pins_read_only=pol.sandbox.workspace == "ro", owner=(st.st_uid, st.st_gid))
-        return [m.to_mount() for m in plan.mounts]
-
-    def _host_path(self, path: str) -> str:
-        """A tool's path as the host sees it (the sandbox sees the workspace at /workspace)."""
-        p = path.lstrip("@")
-        if self.policy.sandbox.executor == "docker" and (p == SANDBOX_WORKSPACE or p.startswith(SANDBOX_WORKSPACE + "/")):
-            p = str(self.workspace) + p[len(SANDBOX_WORKSPACE):]
-        return p
-
     def _result_tool(self, args: dict) -> ToolResult:
         text = self.store.page(args["call_id"], args.get("offset") or 1, args.get("limit") or 2000)
         if text is None:
             return ToolResult.error(f"no kept output for call_id {args['call_id']}: only truncated outputs of this "
-                                    "session are kept", error_type="validation")
+                                    "session are kept", error_type=ErrorType.VALIDATION)
         return ToolResult(content=text)
 
     # -- sandboxes ----------------------------------------------------------------------
-    def _acquire(self):
-        if self._pool is None:
-            self.start()
-        if self.lifecycle == "per-call":
-            return self._pool.get()
-        if self._sandbox is None or not self._sandbox.alive:
-            if self._sandbox is not None:
-                self._sandbox.close()
-            self._sandbox = self._pool.get()
-        return self._sandbox
-
     def _run_in_sandbox(self, tool: str, args: dict, call_id: str) -> ToolResult:
-        from .sandbox import SandboxDied
+        """One op in a sandbox of the session, its output streamed into the result store."""
+        from .sandbox import NoSandbox, SandboxDied
 
         timeout = float(args.get("timeout") or self.policy.limits.timeout) + CALL_GRACE
         caps = self.stream_caps if tool in STREAMING_TOOLS else Caps(OTHER_MAX_CHARS, None)
         sink = self.store.sink(call_id, caps)
         try:
-            sandbox = self._acquire()
-        except Exception as e:
-            return ToolResult.error(f"could not start a sandbox: {e}", error_type="execution")
-        try:
-            msg = sandbox.call(call_id, tool, args, timeout, on_output=sink.write)
+            msg = self.session.run(call_id, tool, args, timeout, on_output=sink.write)
+        except NoSandbox as e:
+            return ToolResult.error(str(e), error_type=ErrorType.EXECUTION)
         except SandboxDied as e:
-            sandbox.close()
-            if sandbox is self._sandbox:
-                self._sandbox = None
             return ToolResult.error(f"the sandbox died during this call ({e}). Nothing of this call can be trusted "
                                     "to have completed; a fresh sandbox will serve the next call.",
-                                    error_type="execution")
-        finally:
-            if self.lifecycle == "per-call":
-                sandbox.close()
+                                    error_type=ErrorType.EXECUTION)
         return self._compose(msg, sink)
 
     def _compose(self, msg: dict, sink) -> ToolResult:
@@ -484,52 +382,10 @@ class Runner:
             content, tmeta = sink.finish()
             meta.update(tmeta)
         if meta.get("timed_out"):
-            meta["error_type"] = "timeout"
+            meta["error_type"] = str(ErrorType.TIMEOUT)
         elif is_error:
-            meta.setdefault("error_type", "execution")
+            meta.setdefault("error_type", str(ErrorType.EXECUTION))
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
-
-    def _make_sandbox(self):
-        from .sandbox import Sandbox
-
-        pol = self.policy
-        hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
-                 "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.sandbox_env)}
-        if pol.sandbox.executor == "local":
-            from executors.local import LocalExecutor
-
-            ws = str(self.workspace)
-            hello.update(workspace=ws, protected=[str(self.workspace / p) for p in self.protected],
-                         roots=[{"path": str(m.host_path(self.workspace)), "read_only": m.mode == "ro"} for m in pol.mounts])
-            return Sandbox(LocalExecutor(self.workspace, env={"PYTHONDONTWRITEBYTECODE": "1"}), hello,
-                           python=sys.executable, cwd=ws)
-        if pol.sandbox.executor == "ssh":
-            from executors.ssh import SSHExecutor
-
-            ws = self.ssh.workdir
-            hello.update(workspace=ws, protected=[posixpath.join(ws, p) for p in self.protected])
-            return Sandbox(SSHExecutor(self.ssh), hello, cwd=ws, env={"PYTHONDONTWRITEBYTECODE": "1"})
-        from executors.docker import DockerExecutor, Mount, SandboxConfig
-
-        st = self.workspace.stat()
-        mounts = [Mount(source=str(self.workspace), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro",
-                      scan=False)]
-        mounts += self._protection_mounts()
-        mounts += [m.to_mount(self.workspace) for m in pol.mounts]
-        from . import custom
-
-        mounts += custom.mounts(self)
-        net = {"network": "none", "env": dict(SANDBOX_ENV)}
-        if self._egress is not None:
-            net = {"network": self._egress.sandbox_network, "dns": self._egress.sandbox_dns,
-                   "env": {**SANDBOX_ENV, **self._egress.proxy_env}}
-            hello["proxy"] = self._egress.proxy_url
-        cfg = SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
-                            user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
-                            lifecycle="per-call", session=self.session_id, labels={"runner.role": "agent"}, **net)
-        hello.update(workspace=SANDBOX_WORKSPACE, protected=[f"{SANDBOX_WORKSPACE}/{p}" for p in self.protected],
-                     roots=[{"path": m.target, "read_only": m.mode == "ro"} for m in pol.mounts])
-        return Sandbox(DockerExecutor(cfg), hello, cwd=SANDBOX_WORKSPACE)
 
 
 def workspace_usage(root: Path, stop_after: int | None = None) -> int:

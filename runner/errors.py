@@ -1,13 +1,31 @@
-"""Errors the CLI turns into one line on stderr and a non-zero exit, never a traceback."""
+"""The controller's errors, and the error_type contract of tool results.
+
+Every error runner raises on purpose is a RunnerError (the CLI turns it into one line on stderr
+and its `exit_code`, never a traceback); UsageError is the person's mistake (exit 2). A tool's
+failure is never raised: it is a ToolResult with is_error and `meta.error_type`, one of
+ErrorType (documented in the README as a contract).
+"""
+from __future__ import annotations
+
+from enum import StrEnum
 
 
-class UsageError(Exception):
+class RunnerError(Exception):
+    """Something runner could not do: exit 1 (or `exit_code`). The base of the controller's errors."""
+
+    exit_code = 1
+
+
+class UsageError(RunnerError):
     """Bad input from the person at the keyboard: exit 2."""
 
     exit_code = 2
 
 
-class RunnerError(Exception):
-    """Something runner could not do: exit 1 (or `exit_code`)."""
+class ErrorType(StrEnum):
+    """`meta.error_type` of a tool result with is_error (a contract: scripts branch on it)."""
 
-    exit_code = 1
+    GATED = "gated"  # the policy refused the call: gate, rate limit, approval, protected path, quota, host rule
+    VALIDATION = "validation"  # the call is malformed: unknown tool, bad or oversized arguments, bad path
+    EXECUTION = "execution"  # the tool ran (or its sandbox did) and failed; the message says how
+    TIMEOUT = "timeout"  # the tool ran past its timeout and was killed with everything it started

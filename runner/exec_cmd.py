@@ -5,16 +5,15 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from .errors import UsageError
+from executors.models import DEFAULT_IMAGE, OOM_EXIT, TIMEOUT_EXIT
 
-EXIT_TIMEOUT = 124
-EXIT_OOM = 137
+from .errors import UsageError
 
 
 @dataclass
 class ExecOptions:
     cmd: list[str]
-    image: str = "runner/base:latest"
+    image: str | None = None  # None: executors.models.DEFAULT_IMAGE
     timeout: float | None = None
     memory: str | None = None
     cpus: float | None = None
@@ -63,7 +62,7 @@ def build_config(o: ExecOptions):
         raise UsageError(f"bad --{err['loc'][0]} value: {err['msg'].removeprefix('Value error, ')}") from None
     try:
         mounts = [Mount.parse(m) for m in o.mounts]
-        cfg_fields = dict(image=_qualify(o.image), limits=limits, network=o.network, mounts=mounts,
+        cfg_fields = dict(image=_qualify(o.image or DEFAULT_IMAGE), limits=limits, network=o.network, mounts=mounts,
                           env=parse_env(o.env), workdir=o.workdir, runtime=o.runtime, lifecycle="per-call",
                           force_unsafe_mounts=o.force_unsafe_mounts, ttl=(o.timeout or 86400) + 600)
         if o.user:
@@ -103,11 +102,11 @@ def run(o: ExecOptions) -> int:
         ex.stop()
     if res.timed_out:
         print(f"runner: timed out after {o.timeout:g}s: killed the command and all its processes", file=sys.stderr)
-        return EXIT_TIMEOUT
+        return TIMEOUT_EXIT
     if res.oom_killed:
         limit = o.memory or "the default 512m"
         print(f"runner: out of memory: the memory limit ({limit}) killed the command", file=sys.stderr)
-        return EXIT_OOM
+        return OOM_EXIT
     return res.exit_code
 
 

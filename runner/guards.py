@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import RunnerError
+from .errors import ErrorType, RunnerError
 from .results import ToolResult
 
 ARGS_MAX_BYTES = 32 * 1024 * 1024
@@ -30,7 +30,7 @@ WRITING_TOOLS = frozenset({"write", "edit", "apply_patch"})  # built-ins whose p
 class Refusal(RunnerError):
     """A guard step refused the call: the message says why and what to do."""
 
-    def __init__(self, message: str, error_type: str = "gated", **meta: Any) -> None:
+    def __init__(self, message: str, error_type: ErrorType = ErrorType.GATED, **meta: Any) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.meta = meta
@@ -87,10 +87,10 @@ def args_size(ctx: Context, call: Call) -> None:
     size = measure(call.args, stop_after=ARGS_MAX_BYTES)
     if size > ARGS_MAX_BYTES:
         raise Refusal(f"arguments of {call.tool} are over runner's limit of {ARGS_MAX_BYTES} bytes: send the data "
-                      "in parts (write, then edit to append)", error_type="validation")
+                      "in parts (write, then edit to append)", error_type=ErrorType.VALIDATION)
     if depth(call.args, stop_after=MAX_DEPTH) > MAX_DEPTH:
         raise Refusal(f"arguments of {call.tool} are nested more than {MAX_DEPTH} levels deep",
-                      error_type="validation")
+                      error_type=ErrorType.VALIDATION)
 
 
 def validate(ctx: Context, call: Call) -> None:
@@ -100,7 +100,7 @@ def validate(ctx: Context, call: Call) -> None:
     try:
         call.args = registry.validate_args(call.tool, call.args, spec=call.spec)
     except registry.ToolArgError as e:
-        raise Refusal(str(e), error_type="validation") from None
+        raise Refusal(str(e), error_type=ErrorType.VALIDATION) from None
 
 
 def rate_limit(ctx: Context, call: Call) -> None:
@@ -130,7 +130,7 @@ def protected_paths(ctx: Context, call: Call) -> None:
     except ProtectedPath as e:
         raise Refusal(str(e)) from None
     except (OSError, ValueError, RuntimeError) as e:  # RuntimeError: a symlink loop
-        raise Refusal(f"bad path for {call.tool}: {e}", error_type="validation") from None
+        raise Refusal(f"bad path for {call.tool}: {e}", error_type=ErrorType.VALIDATION) from None
 
 
 def quota(ctx: Context, call: Call) -> None:

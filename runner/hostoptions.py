@@ -11,6 +11,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
+from .errors import RunnerError
+
 # Commands that must match a table entry below: both run programs or read host files through
 # options or subcommands that no table lists (git -c/--exec/config, gh alias set --shell, …).
 GUARDED = ("git", "gh")
@@ -77,7 +79,7 @@ TABLE: dict[tuple[str, ...], Spec] = {
 }
 
 
-class OptionRefused(ValueError):
+class OptionRefused(RunnerError, ValueError):
     """An argument is not an option this command may carry; str() says which and what is."""
 
 

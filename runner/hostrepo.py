@@ -23,6 +23,8 @@ import shutil
 import stat
 import subprocess
 
+from .errors import RunnerError
+
 MAX_CONFIG = 256 * 1024
 
 # Keys (as `git config --list` prints them: section and name lower-case) that name no program,
@@ -70,7 +72,7 @@ ENV_PINS = {
 }
 
 
-class Unsafe(Exception):
+class Unsafe(RunnerError):
     """The working directory or the repository is not one a host command may run in."""
 
 

@@ -16,7 +16,7 @@ import posixpath
 import shlex
 from pathlib import Path
 
-from .hostshell import Refused, Request, Rule, check, rules_spec
+from .hostshell import CommandRefused, Request, Rule, check, rules_spec
 
 
 def rules(policy) -> list[Rule]:
@@ -33,16 +33,16 @@ def wants_host(command: str, host_rules: list[Rule]) -> bool:
 
 
 def route(command: str, host_rules: list[Rule]) -> list[str]:
-    """The argv to run on the host, or Refused with why it is not routed."""
+    """The argv to run on the host, or CommandRefused with why it is not routed."""
     for op in (";", "&", "|", "<", ">", "`", "$(", "${", "\n", "\r"):
         if op in command:
             shown = {"\n": "a newline", "\r": "a carriage return"}.get(op, repr(op))
-            raise Refused(f"not run on the host: the command contains {shown}; a host command must be one plain "
+            raise CommandRefused(f"not run on the host: the command contains {shown}; a host command must be one plain "
                           "command (no shell operators, substitutions, redirections or newlines)")
     try:
         return check(command, host_rules)
-    except Refused as e:
-        raise Refused(f"not run on the host: {str(e).removeprefix('refused: ')}") from None
+    except CommandRefused as e:
+        raise CommandRefused(f"not run on the host: {str(e).removeprefix('refused: ')}") from None
 
 
 def host_dir(sandbox_cwd: str, sandbox_ws: str, host_ws: Path) -> str:
@@ -51,7 +51,7 @@ def host_dir(sandbox_cwd: str, sandbox_ws: str, host_ws: Path) -> str:
     because only there can symlinks the sandbox made be seen."""
     cwd = posixpath.normpath(posixpath.join(sandbox_ws, sandbox_cwd or "."))
     if cwd != sandbox_ws and not cwd.startswith(sandbox_ws.rstrip("/") + "/"):
-        raise Refused(f"not run on the host: the working directory {cwd} is outside the workspace, which is the "
+        raise CommandRefused(f"not run on the host: the working directory {cwd} is outside the workspace, which is the "
                       "only place that maps to a host directory")
     return str(host_ws / posixpath.relpath(cwd, sandbox_ws))
 
@@ -65,9 +65,9 @@ def invocation(argv: list[str], cwd: str, timeout: float | None, host_rules: lis
     try:
         allow = rules_spec(host_rules)
     except ValueError as e:
-        raise Refused(f"not run on the host: {e}") from None
+        raise CommandRefused(f"not run on the host: {e}") from None
     try:
         runner = shlex.split(host.runner)
     except ValueError as e:
-        raise Refused(f"not run on the host: the policy's host.runner does not parse ({e})") from None
+        raise CommandRefused(f"not run on the host: the policy's host.runner does not parse ({e})") from None
     return [*runner, "host-shell", "--allow", allow, "--root", root, "--command", request.line()]

@@ -27,6 +27,8 @@ import sys
 import time
 from dataclasses import dataclass
 
+from .errors import RunnerError
+
 REQUEST = "runner-host/1"
 MAX_REQUEST = 64 * 1024
 # After its timeout a request's command gets this long for the client's own kill to arrive
@@ -37,7 +39,7 @@ KILL_BACKSTOP = 5.0
 SHELL_CHARS = set(";&|`$<>\\")
 
 
-class Refused(Exception):
+class CommandRefused(RunnerError):
     """The command is not allowed; str() says why (sent back to the client on stderr)."""
 
 
@@ -78,7 +80,7 @@ def rules_spec(rules: list[Rule]) -> str:
 def _matching(argv: list[str], rules: list[Rule]) -> list[Rule]:
     matching = [r for r in rules if r.command == argv[0] and tuple(argv[1 : 1 + len(r.prefix)]) == r.prefix]
     if not matching:
-        raise Refused(f"refused: {shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''} is not allowed here; "
+        raise CommandRefused(f"refused: {shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''} is not allowed here; "
                       f"allowed: {', '.join(map(str, rules))}")
     return matching
 
@@ -88,10 +90,10 @@ def check_argv(argv: list[str], rules: list[Rule]) -> list[str]:
     from .hostoptions import GUARDED, OptionRefused, check_options, lookup, supported
 
     if not argv or not argv[0]:
-        raise Refused("no command given")
+        raise CommandRefused("no command given")
     for arg in argv:
         if any(ord(c) < 32 or ord(c) == 127 for c in arg):
-            raise Refused("refused: the command contains a newline or another control character")
+            raise CommandRefused("refused: the command contains a newline or another control character")
     matching = _matching(argv, rules)
     found = lookup(argv)
     try:
@@ -99,7 +101,7 @@ def check_argv(argv: list[str], rules: list[Rule]) -> list[str]:
             path, spec = found
             check_options(argv[len(path):], spec, " ".join(path))
         elif argv[0] in GUARDED:
-            raise Refused(f"refused: {shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''}: only these "
+            raise CommandRefused(f"refused: {shlex.join(argv[:3])}{' …' if len(argv) > 3 else ''}: only these "
                           f"{argv[0]} subcommands run as host commands, without options before them: "
                           f"{supported(argv[0])}")
         else:
@@ -108,29 +110,29 @@ def check_argv(argv: list[str], rules: list[Rule]) -> list[str]:
                 if arg == "--":
                     break
                 if arg.startswith("-") and arg != "-":
-                    raise Refused(f"refused: option {arg.split('=', 1)[0]}: {argv[0]} takes no options after "
+                    raise CommandRefused(f"refused: option {arg.split('=', 1)[0]}: {argv[0]} takes no options after "
                                   f"{' '.join((argv[0], *matching[0].prefix))} as a host command")
     except OptionRefused as e:
-        raise Refused(f"refused: {e}") from None
+        raise CommandRefused(f"refused: {e}") from None
     return list(argv)
 
 
 def check(original: str | None, rules: list[Rule]) -> list[str]:
-    """The argv to exec for a typed command line (a person's `ssh host git push`), or Refused."""
+    """The argv to exec for a typed command line (a person's `ssh host git push`), or CommandRefused."""
     if not original or not original.strip():
-        raise Refused("no command given: this key only runs " + ", ".join(map(str, rules)))
+        raise CommandRefused("no command given: this key only runs " + ", ".join(map(str, rules)))
     if "\n" in original or "\r" in original or "\x00" in original:
-        raise Refused("refused: the command contains a newline or NUL")
+        raise CommandRefused("refused: the command contains a newline or NUL")
     try:
         argv = shlex.split(original, posix=True)
     except ValueError as e:
-        raise Refused(f"refused: the command does not parse ({e})") from None
+        raise CommandRefused(f"refused: the command does not parse ({e})") from None
     if not argv:
-        raise Refused("no command given")
+        raise CommandRefused("no command given")
     _matching(argv, rules)  # an unlisted command is "not allowed", whatever it holds
     for arg in argv[1:]:
         if SHELL_CHARS & set(arg):
-            raise Refused(f"refused: argument {arg!r} contains shell characters; no shell runs here, so it "
+            raise CommandRefused(f"refused: argument {arg!r} contains shell characters; no shell runs here, so it "
                           "cannot mean what it seems to")
     return check_argv(argv, rules)
 
@@ -154,28 +156,28 @@ def parse_request(line: str | None, rules: list[Rule]) -> Request:
     """A runner request or a typed command line, checked against the rules."""
     if line and line.startswith("runner-host/"):
         if len(line) > MAX_REQUEST:
-            raise Refused(f"refused: the request is longer than {MAX_REQUEST} bytes")
+            raise CommandRefused(f"refused: the request is longer than {MAX_REQUEST} bytes")
         try:
             words = shlex.split(line, posix=True)
         except ValueError as e:
-            raise Refused(f"refused: the request does not parse ({e})") from None
+            raise CommandRefused(f"refused: the request does not parse ({e})") from None
         if words[0] != REQUEST:
-            raise Refused(f"refused: this host-shell speaks {REQUEST}, not {words[0]}: use the same runner version "
+            raise CommandRefused(f"refused: this host-shell speaks {REQUEST}, not {words[0]}: use the same runner version "
                           "on both sides")
         try:
             body = json.loads(words[1]) if len(words) == 2 else None
         except (ValueError, RecursionError):
             body = None
         if not isinstance(body, dict) or set(body) - {"argv", "cwd", "timeout"}:
-            raise Refused(f"refused: a {REQUEST} request is one JSON object with argv, cwd and timeout")
+            raise CommandRefused(f"refused: a {REQUEST} request is one JSON object with argv, cwd and timeout")
         argv, cwd, timeout = body.get("argv"), body.get("cwd"), body.get("timeout")
         if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
-            raise Refused("refused: the request's argv is not a non-empty list of strings")
+            raise CommandRefused("refused: the request's argv is not a non-empty list of strings")
         if cwd is not None and not isinstance(cwd, str):
-            raise Refused("refused: the request's cwd is not a string")
+            raise CommandRefused("refused: the request's cwd is not a string")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                     or not 0 < timeout < 10**7):
-            raise Refused("refused: the request's timeout is not a positive number of seconds")
+            raise CommandRefused("refused: the request's timeout is not a positive number of seconds")
         return Request(check_argv(argv, rules), cwd, None if timeout is None else float(timeout))
     return Request(check(line, rules))
 
@@ -218,7 +220,7 @@ def main(allow: str, root: str | None = None, command: str | None = None) -> int
     try:
         req = parse_request(line, rules)
         if req.cwd is not None and root is None:
-            raise Refused("refused: this host-shell has no --root, so it runs no request with a working directory; "
+            raise CommandRefused("refused: this host-shell has no --root, so it runs no request with a working directory; "
                           "add --root DIR (the workspaces' directory) to its command")
         if req.cwd is None:  # a person's command line: in the login directory, wherever --root is
             place = hostrepo.Place(os.getcwd(), os.getcwd())
@@ -226,11 +228,11 @@ def main(allow: str, root: str | None = None, command: str | None = None) -> int
             place = hostrepo.Place(req.cwd, root)
         repo = place.repository()
         if repo is None and req.argv[0] == "git":
-            raise Refused(f"refused: {place.path} is not in a git repository inside {place.root}")
-    except (Refused, hostrepo.Unsafe) as e:
+            raise CommandRefused(f"refused: {place.path} is not in a git repository inside {place.root}")
+    except (CommandRefused, hostrepo.Unsafe) as e:
         if place is not None:
             place.close()
-        msg = str(e) if isinstance(e, Refused) else f"refused: {e}"
+        msg = str(e) if isinstance(e, CommandRefused) else f"refused: {e}"
         print(f"runner host-shell: {msg}", file=sys.stderr)
         return 126
     path = shutil.which(req.argv[0])

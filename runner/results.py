@@ -37,4 +37,7 @@ class ToolResult(BaseModel):
 
     @classmethod
     def error(cls, message: str, **meta: Any) -> "ToolResult":
+        """An error result; `error_type` (runner.errors.ErrorType) is stored as its plain string."""
+        if "error_type" in meta:
+            meta["error_type"] = str(meta["error_type"])
         return cls(content=message, is_error=True, meta=meta)

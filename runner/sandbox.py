@@ -15,16 +15,22 @@ import time
 from typing import Callable
 
 from executors import ExecRequest, Executor, ExecutorError
+from executors.models import OOM_EXIT
 
 from . import bundle
+from .errors import RunnerError
 from .toolbox import wire
 
 START_TIMEOUT = 60.0
 MAX_LINE = wire.MAX_LINE
 
 
-class SandboxDied(Exception):
+class SandboxDied(RunnerError):
     """The agent (or its container) ended or stopped answering; the sandbox must be replaced."""
+
+
+class NoSandbox(RunnerError):
+    """No sandbox could be started for an op: the message says why."""
 
 
 class Sandbox:
@@ -138,7 +144,7 @@ class Sandbox:
             if stream == "eof":
                 try:
                     code = self.proc.wait(timeout=2)
-                    why = "out of memory" if code == 137 and self.proc.oom_killed() else f"exit status {code}"
+                    why = "out of memory" if code == OOM_EXIT and self.proc.oom_killed() else f"exit status {code}"
                 except Exception as e:  # the engine lost it too
                     why = f"gone: {e}"
                 self._die(f"the sandbox ended ({why})")

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import Any
 
-from .errors import UsageError
+from .errors import ErrorType, UsageError
 from .guards import ARGS_MAX_BYTES
 
 MAX_LINE_BYTES = ARGS_MAX_BYTES + 64 * 1024  # a session line: the largest arguments and the call around them
@@ -79,7 +79,7 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
             try:
                 call_id, tool, args = _call_of(n, line)
             except ValueError as e:
-                res = ToolResult.error(f"line {n}: {e}", error_type="validation")
+                res = ToolResult.error(f"line {n}: {e}", error_type=ErrorType.VALIDATION)
             else:
                 res = r.call(tool, args, call_id=str(call_id) if call_id is not None else None)
             out.write(json_text({"id": call_id, **res.model_dump(mode="json")}) + "\n")

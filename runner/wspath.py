@@ -18,11 +18,13 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from .errors import RunnerError
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 
 
-class UnsafePath(ValueError):
+class UnsafePath(RunnerError, ValueError):
     """A workspace path the controller will not use; str() says which part and why."""
 
 

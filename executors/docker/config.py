@@ -10,9 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..errors import InvalidConfig
-from ..models import DEFAULT_LIMITS, Limits
-
-DEFAULT_IMAGE = "runner/base:latest"
+from ..models import DEFAULT_IMAGE, DEFAULT_LIMITS, Limits
 DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
 

@@ -39,6 +39,7 @@ import subprocess
 import time
 
 from ..errors import ExecutorError, InvalidConfig
+from .. import allowlist
 from . import egress_proxy
 from . import labels as L
 from .config import DEFAULT_IMAGE
@@ -59,7 +60,16 @@ def network_names(session: str) -> tuple[str, str]:
 
 
 def _proxy_source() -> str:
-    return inspect.getsource(egress_proxy)
+    """The program the proxy container runs: it installs the allowlist grammar as a module, then
+    runs the proxy as __main__ (its `from .. import allowlist` falls back to that module). Run
+    under another name, it only defines the proxy, in its global `proxy` (a dict)."""
+    grammar = inspect.getsource(allowlist)
+    return ("import sys, types\n"
+            "_m = types.ModuleType('runner_egress_allowlist')\n"
+            f"exec(compile({grammar!r}, '<executors/allowlist.py>', 'exec'), _m.__dict__)\n"
+            "sys.modules[_m.__name__] = _m\n"
+            "proxy = {'__name__': __name__}\n"  # __main__ under -c: the proxy serves
+            f"exec(compile({inspect.getsource(egress_proxy)!r}, '<egress_proxy.py>', 'exec'), proxy)\n")
 
 
 TABLES_TIMEOUT = 60.0

@@ -1,14 +1,16 @@
 """The egress proxy: an allowlisting HTTP proxy that runs inside the proxy container.
 
 STANDARD LIBRARY ONLY, Python 3.9+. The proxy container has no copy of runner: `Egress` runs
-this file's source as `python3 -I -u -c SOURCE CONFIG_JSON`. It can also be imported (the tests
+this file's source as `python3 -I -u -c SOURCE CONFIG_JSON`, SOURCE first installing the
+allowlist grammar (executors/allowlist.py, also stdlib only) as a module. It can also be imported (the tests
 and `Egress` use `parse_allow` and `decide` to validate the allowlist before starting anything).
 
 What it does:
 - `CONNECT host:port` (https and any TCP) and absolute-URI `METHOD http://host[:port]/path`
   (plain http) for clients whose address is in `clients` (the sandbox network);
-- allows a target only when host:port is in the allowlist (exact host, case-insensitive; an
-  entry without a port means 80 and 443; IP literals and CIDRs match addresses);
+- allows a target only when host:port is in the allowlist (executors/allowlist.py: a host name,
+  case-insensitive, or *.domain for any name under it; an entry without a port means 80 and
+  443; IP literals and CIDRs match addresses);
 - resolves names itself and refuses when ANY address is loopback, link-local (incl. the cloud
   metadata address), private, CGNAT, unspecified, multicast, reserved or otherwise not global,
   unless an IP/CIDR entry of the allowlist covers that address (a hostname entry never does);
@@ -26,6 +28,11 @@ import socket
 import sys
 import threading
 import time
+
+try:
+    from .. import allowlist  # imported as executors.docker.egress_proxy
+except ImportError:  # run as `python3 -I -c SOURCE` in the proxy container: egress.py's SOURCE installed it
+    import runner_egress_allowlist as allowlist  # type: ignore[no-redef]
 
 DEFAULT_PORTS = (80, 443)
 MAX_HEAD = 16 * 1024
@@ -124,47 +131,10 @@ def split_host_port(text: str, default_ports=None):
     return host, [port]
 
 
-def _norm_name(host: str) -> str:
-    return host.rstrip(".").lower()
-
-
 def parse_allow(entries) -> list:
-    """Allowlist entries -> [(kind, value, port)] with kind 'name' or 'net'. Raises ValueError
-    naming the bad entry."""
-    rules = []
-    for entry in entries:
-        if not isinstance(entry, str):
-            raise ValueError(f"allow entry {entry!r} is not a string")
-        try:
-            host, ports = split_host_port(entry, DEFAULT_PORTS)
-        except ValueError as e:
-            raise ValueError(f"bad allow entry {entry!r}: {e}") from None
-        try:
-            net = ipaddress.ip_network(host, strict=False) if "/" in host else ipaddress.ip_network(host)
-        except ValueError:
-            if "/" in host:
-                raise ValueError(f"bad allow entry {entry!r}: {host!r} is not a network") from None
-            name = _norm_name(host)
-            if not name or any(c in name for c in " \t/\\@?#[]") or name == "*" or "*" in name:
-                raise ValueError(f"bad allow entry {entry!r}: {host!r} is not a host name") from None
-            rules.extend(("name", name, p) for p in ports)
-        else:
-            if net.version == 6 and net.network_address.ipv4_mapped is not None and net.prefixlen == 128:
-                net = ipaddress.ip_network(net.network_address.ipv4_mapped)
-            rules.extend(("net", net, p) for p in ports)
-    return rules
-
-
-def _covered(rules, addr, port) -> bool:
-    addr = _unmap(addr)
-    return any(kind == "net" and p == port and addr.version == v.version and addr in v for kind, v, p in rules)
-
-
-def _ip_literal(host: str):
-    try:
-        return ipaddress.ip_address(host)
-    except ValueError:
-        return None
+    """Allowlist entries -> rules (allowlist.Entry), in the grammar the policy and the agent read.
+    Raises ValueError naming the bad entry."""
+    return allowlist.parse(entries)
 
 
 def decide(rules, host: str, port: int, resolve=None) -> list:
@@ -173,16 +143,16 @@ def decide(rules, host: str, port: int, resolve=None) -> list:
     `resolve(host, port)` returns a list of ip_address objects; the default is getaddrinfo.
     """
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    literal = _ip_literal(host)
+    literal = allowlist.ip_literal(host)
     if literal is not None:
-        if _covered(rules, literal, port):
+        if allowlist.address_allowed(rules, literal, port):
             return [_unmap(literal)]
         what = special(literal)
         if what:
             raise Refused(f"runner egress: {shown} is {what} address and not listed")
         raise Refused(f"runner egress: {shown} is not in the allowlist")
-    name = _norm_name(host)
-    if not any(kind == "name" and v == name and p == port for kind, v, p in rules):
+    name = host.rstrip(".").lower()
+    if not allowlist.name_allowed(rules, name, port):
         raise Refused(f"runner egress: {shown} is not in the allowlist")
     try:
         addrs = (resolve or _resolve)(name, port)
@@ -194,7 +164,7 @@ def decide(rules, host: str, port: int, resolve=None) -> list:
     for a in addrs:
         a = _unmap(a)
         what = special(a)
-        if what and not _covered(rules, a, port):
+        if what and not allowlist.address_allowed(rules, a, port):
             raise Refused(f"runner egress: {shown} resolves to {a}, {what} address; only an IP or CIDR "
                           f"entry can allow that")
         checked.append(a)

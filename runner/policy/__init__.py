@@ -11,7 +11,7 @@ from __future__ import annotations
 
 _EXPORTS = {
     "Policy": "model", "SecretUnavailable": "model",
-    "PolicyError": "loader", "Problem": "loader", "check": "loader", "load": "loader", "load_text": "loader",
+    "PolicyError": "problems", "Problem": "problems", "check": "loader", "load": "loader", "load_text": "loader",
     "policy_dirs": "loader", "preset_names": "loader", "show": "loader",
 }
 __all__ = sorted(_EXPORTS)

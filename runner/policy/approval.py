@@ -2,7 +2,7 @@
 
     decision = decide(policy.approval, tool, args)   # Decision(approved, message)
     if not decision.approved:
-        return ToolResult.error(decision.message, error_type="gated")
+        return ToolResult.error(decision.message, error_type=ErrorType.GATED)
 
 `ask` asks only when stdin is a terminal; otherwise (CI, a pipe, `runner session`
 driven by a program) nothing can answer, so the call is refused and the message says how to

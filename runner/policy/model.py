@@ -15,7 +15,9 @@ from typing import Annotated, Any, Literal
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, PrivateAttr,
                       field_validator, model_validator)
 
-from executors.models import Limits, parse_size
+from executors.models import DEFAULT_IMAGE, Limits, parse_size
+
+from ..errors import RunnerError
 
 # Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
 GATED_TOOLS: dict[str, frozenset[str]] = {
@@ -29,7 +31,6 @@ LOCAL_WARNING = ("executor local: tools run directly on this machine with your u
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
-_HOST = re.compile(r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,62}[A-Za-z0-9])?)*$")
 
 
 def _size(v: Any) -> Any:
@@ -138,12 +139,21 @@ class Features(Strict):
 
 
 class SandboxPolicy(Strict):
-    executor: Literal["docker", "local", "ssh"] = "docker"
+    executor: str = Field(default="docker", description="the backend: one of runner.backends.names()")
     lifecycle: Literal["per-session", "per-call"] = "per-session"
-    image: str = "runner/base:latest"
+    image: str = DEFAULT_IMAGE
     runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
     workspace: Literal["rw", "ro"] = Field(default="rw", description="how the workspace is mounted")
     pool_size: int | None = Field(default=None, ge=0, description="warm sandboxes kept ready (per-call)")
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, v: Any) -> str:
+        from ..backends import names
+
+        if not isinstance(v, str) or v not in names():
+            raise ValueError(f"{v!r} is not allowed{_did_you_mean(v, names())}; use {' | '.join(names())}")
+        return v
 
     @field_validator("image")
     @classmethod
@@ -253,30 +263,21 @@ class MountSpec(Strict):
                      scan=self.workspace_rel(workspace) is None)
 
 
-def _host_port(v: Any) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"{v!r} is not host:port (quote it in YAML)")
-    host, sep, port = v.strip().rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"{v!r} is not host:port with a port from 1 to 65535")
-    if host.startswith("[") and host.endswith("]"):
-        import ipaddress
+def _allow_entry(v: Any) -> str:
+    """One network.allow entry in its canonical spelling: the grammar the agent and the egress
+    proxy read too (executors/allowlist.py), so what the policy accepts is what a run accepts."""
+    from executors.allowlist import canonical
 
-        try:
-            ipaddress.IPv6Address(host[1:-1])
-        except ValueError:
-            raise ValueError(f"{v!r}: {host} is not an IPv6 address") from None
-    elif not _HOST.match(host):
-        raise ValueError(f"{v!r}: {host!r} is not a host name or address")
-    return f"{host.lower()}:{int(port)}"
+    return canonical(v)
 
 
-HostPort = Annotated[str, BeforeValidator(_host_port)]
+HostPort = Annotated[str, BeforeValidator(_allow_entry)]
 
 
 class NetworkPolicy(Strict):
     mode: Literal["none", "allowlist"] = "none"
-    allow: list[HostPort] = Field(default_factory=list, description="host:port reachable through the egress proxy")
+    allow: list[HostPort] = Field(default_factory=list, description="HOST[:PORT] reachable through the egress proxy: a "
+                                  "name, *.domain, an IP address or CIDR ([v6] with a port); no port: 80 and 443")
     search_endpoint: str | None = Field(default=None, description="URL web_search queries")
 
     @model_validator(mode="after")
@@ -522,9 +523,10 @@ class Policy(Strict):
         RUNNER_PROTECT_DIRS (colon-separated), and dotted overrides such as
         {"limits.memory": "2g", "sandbox.executor": "local"}. Absolute protect paths are accepted
         when `workspace` is given and they lie inside it. Raises PolicyError on a bad one."""
-        from .loader import PolicyError, Problem, _problems_from_validation
-        from .protect import normalise
         from pydantic import ValidationError
+
+        from .problems import PolicyError, Problem, from_validation
+        from .protect import normalise
 
         env = os.environ if environ is None else environ
         data = self.model_dump(mode="json")
@@ -549,7 +551,7 @@ class Policy(Strict):
         try:
             pol = Policy.model_validate(data)
         except ValidationError as e:
-            raise PolicyError(_problems_from_validation(e, None, None, "override")) from None
+            raise PolicyError(from_validation(e, Policy, origin="override")) from None
         pol._source = self._source
         return pol
 
@@ -560,7 +562,7 @@ def _builtin_names() -> frozenset[str]:
     return frozenset(SPECS)
 
 
-class SecretUnavailable(Exception):
+class SecretUnavailable(RunnerError):
     """A required secret has no value (its variable is unset or its file unreadable)."""
 
 

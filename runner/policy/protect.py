@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Iterable
 
+from ..errors import RunnerError
 from ..wspath import UnsafePath, make_dirs, parts
 
 GIT_HOOKS = ".git/hooks"
@@ -35,7 +36,7 @@ ENV_PROTECT = "RUNNER_PROTECT_DIRS"
 _HARDLINK_SCAN_LIMIT = 10_000  # files looked at per protected directory when a target has links
 
 
-class ProtectedPath(Exception):
+class ProtectedPath(RunnerError):
     """A write into a protected directory. str() is the message for the tool result."""
 
     def __init__(self, path: str) -> None:
@@ -43,7 +44,7 @@ class ProtectedPath(Exception):
         super().__init__(f"path is in a protected directory: {path}")
 
 
-class BadProtectPath(ValueError):
+class BadProtectPath(RunnerError, ValueError):
     """A protect entry that is not a path inside the workspace."""
 
 

@@ -3,7 +3,7 @@
     limiter = RateLimiter.from_policy(policy.rate_limits)
     refusal = limiter.acquire(session_id, "bash")
     if refusal:
-        return ToolResult.error(refusal.message, error_type="gated")
+        return ToolResult.error(refusal.message, error_type=ErrorType.GATED)
 
 A bucket holds up to `capacity` tokens and gains `refill_per_second`; a call takes one token
 from its session's bucket and one from its tool's. When either is empty nothing is taken and

@@ -6,10 +6,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from ..errors import RunnerError
 from . import args as A
 
 
-class ToolArgError(Exception):
+class ToolArgError(RunnerError):
     """Arguments that do not fit a tool's schema; the message names the argument."""
 
 

@@ -10,51 +10,21 @@ import urllib.request
 
 from .context import Ctx, ToolError
 
+try:
+    from . import allowlist  # the grammar, shipped in the agent's bundle (runner/bundle.py)
+except ImportError:  # runner/toolbox imported in place on the controller (tests): the same file
+    from executors import allowlist
+
 ALLOWED_HEADERS = {"accept", "user-agent", "accept-language"}
 MAX_REDIRECTS = 10
 
 
-def _split(entry: str):
-    """'host:port', '[v6]:port', 'host', '10.0.0.0/24:443' -> (host, ports)."""
-    entry = entry.strip().lower()
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        port = rest.lstrip(":")
-    elif entry.count(":") == 1:
-        host, port = entry.split(":")
-    else:
-        host, port = entry, ""
-    return host, ({int(port)} if port.isdigit() else {80, 443})
-
-
-def _net(host: str):
+def _rules(ctx: Ctx) -> list:
+    """The policy's allowlist in the one grammar (the policy checked it already)."""
     try:
-        return ipaddress.ip_network(host, strict=False)
-    except ValueError:
-        return None
-
-
-def _allowed(ctx: Ctx, host: str, port: int) -> bool:
-    host = host.lower().strip("[]")
-    for entry in ctx.net_allow:
-        h, ports = _split(entry)
-        if port not in ports:
-            continue
-        if h == host:
-            return True
-        net = _net(h)
-        if net is not None and _net(host) is not None and ipaddress.ip_address(host) in net:
-            return True
-    return False
-
-
-def _literal_listed(ctx: Ctx, addr) -> bool:
-    """Only an IP literal or CIDR in the allowlist unlocks a private or local address."""
-    for entry in ctx.net_allow:
-        net = _net(_split(entry)[0])
-        if net is not None and addr in net:
-            return True
-    return False
+        return allowlist.parse(ctx.net_allow)
+    except ValueError as e:
+        raise ToolError(f"the policy's network allowlist is not valid here: {e}") from None
 
 
 def check_url(ctx: Ctx, url: str):
@@ -68,7 +38,8 @@ def check_url(ctx: Ctx, url: str):
     port = parts.port or (443 if parts.scheme == "https" else 80)
     if ctx.net_mode == "none":
         raise ToolError(f"network access is off in this sandbox (policy network mode none): {host} was not contacted")
-    if not _allowed(ctx, host, port):
+    rules = _rules(ctx)
+    if not allowlist.allowed(rules, host, port):
         raise ToolError(f"{host}:{port} is not in the policy's network allowlist; nothing was sent")
     if ctx.proxy:
         return  # the egress proxy resolves the name and refuses local and private addresses itself
@@ -80,7 +51,7 @@ def check_url(ctx: Ctx, url: str):
         addr = ipaddress.ip_address(info[4][0])
         bad = addr.is_link_local or addr.is_loopback or addr.is_private or addr.is_multicast or addr.is_reserved \
             or addr.is_unspecified or addr in ipaddress.ip_network("100.64.0.0/10")
-        if bad and not _literal_listed(ctx, addr):
+        if bad and not allowlist.address_allowed(rules, addr, port):
             raise ToolError(f"{host} resolves to {addr}, a link-local, private or local address that the policy "
                             "does not list; nothing was sent")
 

@@ -130,7 +130,7 @@ def test_public_ip_literal_needs_an_ip_entry():
     assert decide(parse_allow(["93.184.216.34:443"]), "93.184.216.34", 443, DNS)
 
 
-@pytest.mark.parametrize("entry", ["", "host:", "host:0", "host:70000", "host:x", "*.example.com:443", "10.0.0.0/33:80",
+@pytest.mark.parametrize("entry", ["", "host:", "host:0", "host:70000", "host:x", "*.com:443", "10.0.0.0/33:80",
                                    "a b:80", "[::1", "user@host:80"])
 def test_bad_entries_are_refused_by_name(entry):
     with pytest.raises(ValueError, match="allow entry"):
@@ -139,7 +139,7 @@ def test_bad_entries_are_refused_by_name(entry):
 
 def test_egress_validates_its_allowlist_before_touching_the_engine():
     with pytest.raises(InvalidConfig, match="bad allow entry"):
-        Egress(None, "s1", allow=["*.example.com:443"])
+        Egress(None, "s1", allow=["a.*.example.com:443"])
     with pytest.raises(InvalidConfig, match="bad session"):
         Egress(None, "a/b", allow=[])
 

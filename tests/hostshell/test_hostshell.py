@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from runner.hostrepo import Place, Unsafe
-from runner.hostshell import Refused, Request, check, check_argv, parse_request, parse_rules
+from runner.hostshell import CommandRefused, Request, check, check_argv, parse_request, parse_rules
 
 RULES = parse_rules("git:push,git:pull,gh")
 # A fake git stands for git: host-shell reads the repository's config with `git config`.
@@ -48,7 +48,7 @@ def test_allowed_commands_give_their_argv(cmd, argv):
     (None, "no command"),
 ])
 def test_hostile_commands_are_refused(cmd, says):
-    with pytest.raises(Refused) as e:
+    with pytest.raises(CommandRefused) as e:
         check(cmd, RULES)
     assert says in str(e.value)
 
@@ -132,7 +132,7 @@ ALL = parse_rules("git:push,git:pull,git:fetch,git:status,gh,make:deploy")
     ["make", "deploy", "--eval=x"],
 ])
 def test_options_outside_the_allowlist_are_refused(argv):
-    with pytest.raises(Refused) as e:
+    with pytest.raises(CommandRefused) as e:
         check_argv(argv, ALL)
     assert str(e.value).startswith("refused: ")
 
@@ -161,7 +161,7 @@ def test_git_and_gh_run_only_the_supported_subcommands():
     rules = parse_rules("git,gh")
     for argv in (["git", "config", "core.fsmonitor", "x"], ["git", "gc"], ["gh", "api", "/user"],
                  ["gh", "extension", "install", "x"]):
-        with pytest.raises(Refused, match="only these"):
+        with pytest.raises(CommandRefused, match="only these"):
             check_argv(argv, rules)
     assert check_argv(["git", "status"], rules) == ["git", "status"]
 
@@ -171,7 +171,7 @@ def test_a_request_round_trips_and_is_checked_like_a_command():
     req = Request(["git", "push", "origin", "my branch; $(x)"], "/srv/ws/sub", 30.0)
     assert parse_request(req.line(), RULES) == req  # argv exact: no shell reads it, nothing to refuse
     for argv in (["git", "push", "--exe=x"], ["sh", "-c", "id"], ["git", "push", "a\nb"]):
-        with pytest.raises(Refused):
+        with pytest.raises(CommandRefused):
             parse_request(Request(argv).line(), RULES)
 
 
@@ -187,7 +187,7 @@ def test_a_request_round_trips_and_is_checked_like_a_command():
     ("runner-host/1 '" + "[" * 5000 + "'", "one JSON object"),
 ])
 def test_bad_requests_are_refused(line, says):
-    with pytest.raises(Refused, match=re.escape(says)):
+    with pytest.raises(CommandRefused, match=re.escape(says)):
         parse_request(line, RULES)
 
 

@@ -82,7 +82,7 @@ def test_bad_tool_names_and_preset():
         Policy.model_validate({"tools": {"preset": "readonyl"}})
 
 
-@pytest.mark.parametrize("bad", ["pypi.org", "pypi.org:0", "pypi.org:70000", "py pi.org:443", "http://x:80",
+@pytest.mark.parametrize("bad", ["*.org:443", "pypi.org:0", "pypi.org:70000", "py pi.org:443", "http://x:80",
                                  "[nothex]:443", ":443", "a..b:1"])
 def test_network_allow_entries_refused(bad):
     with pytest.raises(ValidationError):
@@ -91,8 +91,10 @@ def test_network_allow_entries_refused(bad):
 
 def test_network_allow_entries_accepted_and_normalised():
     p = Policy.model_validate({"network": {"mode": "allowlist",
-                                           "allow": ["PyPI.org:443", "10.0.0.1:8080", "[::1]:80", "*.github.com:443"]}})
-    assert p.network.allow == ["pypi.org:443", "10.0.0.1:8080", "[::1]:80", "*.github.com:443"]
+                                           "allow": ["PyPI.org:443", "10.0.0.1:8080", "[::1]:80", "*.github.com:443",
+                                                     "pypi.org", "10.0.0.0/24:443"]}})
+    assert p.network.allow == ["pypi.org:443", "10.0.0.1:8080", "[::1]:80", "*.github.com:443", "pypi.org",
+                               "10.0.0.0/24:443"]  # no port: 80 and 443, as the agent and the proxy read it
 
 
 def test_network_allow_needs_allowlist_mode():

@@ -33,9 +33,9 @@ def test_per_call_gives_every_call_a_fresh_sandbox_from_the_pool(tmp_path, docke
         assert "No such file" in r.call("bash", {"command": "cat /tmp/state"}).text
         assert r.call("read", {"path": "state.txt"}).text.endswith("kept")
         deadline = time.monotonic() + 60
-        while r._pool.ready < 2 and time.monotonic() < deadline:
+        while r.session._pool.ready < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert r._pool.ready == 2
+        assert r.session._pool.ready == 2
         mine = docker_client.api.containers(filters={"label": f"runner.session={r.session_id}"})
         assert len(mine) == 2  # the two warm, never-used ones, and nothing else
 
@@ -43,7 +43,7 @@ def test_per_call_gives_every_call_a_fresh_sandbox_from_the_pool(tmp_path, docke
 def test_the_pool_is_emptied_when_its_owner_exits(tmp_path, docker_client):
     script = (f"import time, sys\nfrom runner import Runner\n"
               f"r = Runner(executor='docker', workspace={str(tmp_path)!r}, lifecycle='per-call', pool_size=2).start()\n"
-              "while r._pool.ready < 2: time.sleep(0.05)\nprint('ready', flush=True)\n")  # exits without close()
+              "while r.session._pool.ready < 2: time.sleep(0.05)\nprint('ready', flush=True)\n")  # exits without close()
     p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "ready", p.stderr
     # Had the pool not been emptied at exit, its containers would now be orphans (owner gone).

@@ -255,7 +255,7 @@ def test_signals_kill_everything_but_the_next_call_works(hostile):
 def test_a_call_after_the_sandbox_died(hostile, docker_client):
     r, _, _ = hostile
     bash(r, "true")
-    cid = r._sandbox.proc.container.id
+    cid = r.session._sandbox.proc.container.id
     docker_client.containers.get(cid).kill()
     res = bash(r, "echo hi")
     assert "sandbox" in err(res) and "fresh sandbox" in res.text

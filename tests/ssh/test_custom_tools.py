@@ -59,19 +59,20 @@ def test_custom_tools_over_ssh(ssh_config, tmp_path, home, monkeypatch):
 
 def test_the_copy_is_capped_and_named_safely(ssh_config, tmp_path, home, monkeypatch):
     from runner import custom
+    from runner.backends import ssh as ssh_backend
 
     ws = tmp_path / "remote-ws"
     ws.mkdir()
     install(home / ".config" / "runner" / "tools", "executable/stamp")
     cfg = ssh_config.model_copy(update={"workdir": str(ws)})
-    monkeypatch.setattr(custom, "SHIP_MAX", 10)
+    monkeypatch.setattr(ssh_backend, "SHIP_MAX", 10)
     with Runner(executor="ssh", workspace=ws, ssh=cfg, session="a/../../b c") as r:
-        root = custom.shipped_root(r)
+        root = custom.shipped_root(r.session)
         assert root == "/tmp/runner-tools-a_______b_c"
         assert "stamp" not in {s.name for s in r.tools()}
         assert any("over 10 to copy" in e["error"] for e in r.custom_errors())
         assert not glob.glob(root)  # refused before anything was sent
-        monkeypatch.setattr(custom, "SHIP_MAX", 64 * 1024 * 1024)
+        monkeypatch.setattr(ssh_backend, "SHIP_MAX", 64 * 1024 * 1024)
         assert "added: stamp" in r.refresh_tools()["report"]
         assert glob.glob(root)
     assert not glob.glob(root)

@@ -97,7 +97,7 @@ def test_cwd_and_input_start_their_own_shell(call, workspace):
 def test_output_streams_while_the_command_runs_and_the_last_piece_comes_with_the_result(runner):
     """The agent holds a call's output only while more follows at once: what a command prints
     before it goes quiet is streamed on its own, and only the last piece rides with the result."""
-    sandbox = runner._acquire()
+    sandbox = runner.session.acquire()
     events: list[tuple[str, str]] = []
     msg = sandbox.call("s1", "bash", {"command": "echo first; sleep 2; echo second"}, 60,
                        on_output=lambda text: events.append(("output", text)))

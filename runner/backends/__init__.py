@@ -1,0 +1,71 @@
+"""The backends runner places sandboxes on, each described once: a config class and a module.
+
+    from runner import backends
+    backends.names()                                    # ('local', 'docker', 'ssh')
+    cfg = backends.parse({"type": "ssh", "ssh": {...}})  # the discriminated union, checked by pydantic
+    placement = cfg.placement(setting)                  # base.Placement: where things are
+
+Adding a backend is one module holding its config class (a BackendConfig subclass with a
+`type: Literal["NAME"]` and a `placement()` that returns its Placement) and one line in
+BACKENDS (or a call to register() from a plugin). The policy's `sandbox.executor` accepts
+exactly the registered names; modules are imported only when a config is made.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Annotated, Any, Union
+
+from .base import BackendConfig, Placement, Setting, ToolFolder
+
+BACKENDS: dict[str, str] = {
+    "docker": "runner.backends.docker:DockerBackend",
+    "local": "runner.backends.local:LocalBackend",
+    "ssh": "runner.backends.ssh:SSHBackend",
+}
+
+
+def register(name: str, target: str) -> None:
+    """Add a backend: `target` is 'module:ConfigClass' (imported when first used)."""
+    BACKENDS[name] = target
+
+
+def names() -> tuple[str, ...]:
+    return tuple(BACKENDS)
+
+
+def config_class(name: str) -> type[BackendConfig]:
+    try:
+        module, _, cls = BACKENDS[name].partition(":")
+    except KeyError:
+        raise ValueError(f"unknown backend {name!r}: choose one of {' | '.join(BACKENDS)}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+def union() -> Any:
+    """The discriminated union of the registered config classes (on `type`)."""
+    from pydantic import Field
+
+    classes = tuple(config_class(n) for n in BACKENDS)
+    return Annotated[Union[classes], Field(discriminator="type")] if len(classes) > 1 else classes[0]
+
+
+def parse(data: Any) -> BackendConfig:
+    """A backend config from a dict ({"type": NAME, ...}) or a config; pydantic says what is wrong."""
+    if isinstance(data, BackendConfig):
+        return data
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(union()).validate_python(data)
+
+
+def for_policy(name: str, given: Any = None, **settings: Any) -> BackendConfig:
+    """The config of the backend a policy names (`sandbox.executor`), from what the caller gave:
+    a config of that backend or its dict, and the Runner's backend keywords (ssh=, egress_network=)."""
+    cls = config_class(name)
+    if isinstance(given, BackendConfig) and not isinstance(given, cls):
+        raise ValueError(f"a {given.type} backend config was given, but the policy's sandbox.executor is {name}")
+    return cls.from_given(given, **settings)
+
+
+__all__ = ["BACKENDS", "BackendConfig", "Placement", "Setting", "ToolFolder", "config_class", "for_policy", "names",
+           "parse", "register", "union"]

@@ -1,0 +1,137 @@
+"""What every backend is made of: a config (pydantic, with a `type` literal) and a Placement.
+
+    config = DockerBackend(egress_network="ci-out")       # or backends.parse({"type": "docker", ...})
+    placement = config.placement(setting)                  # one session's answers for this backend
+    placement.workspace                                    # '/workspace': the workspace in the sandbox
+    placement.make_sandbox(hello, protected, tools)        # a Sandbox (not started) on its executor
+
+The config says how the backend is reached (what the policy cannot say: an SSH target, an egress
+network); the Placement answers, for one session, everything the controller needs to know about
+where things are: where the workspace is inside the sandbox, where this machine's tool folders
+go, how a path of the sandbox maps to the host, which resources the session holds (an egress
+proxy, a copy of the tool folders), and how to make the executor. core.py, session.py and
+custom.py ask the Placement and never name a backend.
+"""
+from __future__ import annotations
+
+import posixpath
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, ContextManager, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+@dataclass(frozen=True)
+class Setting:
+    """The facts of one session that every backend works from."""
+
+    workspace: Path  # the host workspace, a real path
+    policy: Any  # the effective runner.policy.Policy
+    session_id: str
+
+
+@dataclass(frozen=True)
+class ToolFolder:
+    """A folder of this machine that the sandbox needs (a custom tool folder, a plugin's folder,
+    a package behind a Python entry point): `host` here, `sandbox` as the sandbox sees it."""
+
+    host: Path
+    sandbox: str
+
+
+class BackendConfig(BaseModel):
+    """Base of the backend configs. A subclass sets `type: Literal["name"] = "name"`, holds what
+    reaching the backend needs, and implements `placement`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str
+
+    @classmethod
+    def from_given(cls, given: Any = None, **settings: Any) -> "BackendConfig":
+        """The config from what the caller handed the Runner: `given` (a config of this backend or
+        its dict; None: the defaults) and the Runner's backend keywords (`ssh=`, `egress_network=`),
+        of which this config takes the ones that are its fields (None means not given)."""
+        if isinstance(given, cls):
+            return given
+        if isinstance(given, BaseModel):
+            raise ValueError(f"a {getattr(given, 'type', type(given).__name__)} config was given for the "
+                             f"{cls.model_fields['type'].default} backend")
+        data = dict(given or {})
+        for key, value in settings.items():
+            if value is not None and key in cls.model_fields and key != "type":
+                data.setdefault(key, value)
+        return cls.model_validate(data)
+
+    def placement(self, setting: Setting) -> "Placement":
+        raise NotImplementedError
+
+
+class Placement:
+    """One session's answers for one backend. Subclasses override what differs; the defaults
+    describe a sandbox that sees this machine's files where they are (the local backend)."""
+
+    #: the sandbox's workspace is another machine's: the project's tool folders are there
+    remote: ClassVar[bool] = False
+    #: the workspace is isolated by a container (policy.is_sandboxed says the same from the policy)
+    isolated: ClassVar[bool] = True
+
+    def __init__(self, config: BackendConfig, setting: Setting) -> None:
+        self.config = config
+        self.setting = setting
+
+    # -- where things are ---------------------------------------------------------------
+    @property
+    def workspace(self) -> str:
+        """The workspace as the sandbox sees it."""
+        return str(self.setting.workspace)
+
+    @property
+    def tools_root(self) -> Optional[str]:
+        """Where this machine's tool folders appear in the sandbox (mounted or copied there), or
+        None when the sandbox uses them where they are."""
+        return None
+
+    def in_sandbox(self, rel: str) -> str:
+        """A workspace-relative path as the sandbox sees it."""
+        return posixpath.join(self.workspace, rel) if rel else self.workspace
+
+    def host_path(self, path: str) -> str:
+        """A path a tool names (as the sandbox sees it) as this machine sees it."""
+        return path
+
+    def sandbox_view(self, host: Path) -> Optional[str]:
+        """Where a folder of this machine is in the sandbox without shipping it, or None: it
+        must be shipped (mounted or copied under tools_root)."""
+        return str(host)
+
+    # -- what the session holds ---------------------------------------------------------
+    def check(self, protected: list[str]) -> None:
+        """Refuse (RunnerError) a workspace this backend cannot protect, before any sandbox."""
+
+    def open(self) -> None:
+        """Start what the session's sandboxes share (an egress proxy)."""
+
+    def ship(self, tools: list[ToolFolder]) -> Optional[str]:
+        """Bring this machine's tool folders to the sandbox's side now (a copy); why it failed,
+        or None. A backend that mounts them does so in make_sandbox instead."""
+        return None
+
+    def frozen(self) -> ContextManager:
+        """Hold the session's sandboxes still while a host command runs."""
+        return nullcontext()
+
+    def close(self) -> None:
+        """Remove what open() and ship() made. Each step runs even after an earlier one failed."""
+
+    # -- the sandbox ----------------------------------------------------------------------
+    def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]) -> Any:
+        """A Sandbox (not started) on this backend's executor. `hello` holds what every agent is
+        told; this adds where the workspace, protected paths and extra roots are."""
+        raise NotImplementedError
+
+    def roots(self) -> list[dict]:
+        """The policy's extra mounts as the agent sees them: [{path, read_only}]."""
+        return []

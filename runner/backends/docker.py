@@ -1,0 +1,151 @@
+"""The docker backend: a hardened container per sandbox, the workspace bind-mounted at /workspace.
+
+Protected paths are read-only mounts on top of the workspace (the kernel refuses writes, even
+from bash); this machine's tool folders are mounted read-only under /opt/runner-tools; in
+allowlist mode the session's sandboxes sit on an internal network behind an egress proxy.
+A backend that runs the same containers elsewhere (a cluster) subclasses DockerPlacement and
+overrides `executor()`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from ..errors import RunnerError
+from .base import BackendConfig, Placement, Setting, ToolFolder
+
+SANDBOX_WORKSPACE = "/workspace"
+SANDBOX_TOOLS = "/opt/runner-tools"
+SANDBOX_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+class DockerBackend(BackendConfig):
+    type: Literal["docker"] = "docker"
+    egress_network: Optional[str] = Field(default=None, description="an existing network for the egress proxy's "
+                                          "way out (allowlist mode); default: one of the session's own")
+
+    def placement(self, setting: Setting) -> "DockerPlacement":
+        return DockerPlacement(self, setting)
+
+
+class DockerPlacement(Placement):
+    config: DockerBackend
+
+    def __init__(self, config: DockerBackend, setting: Setting) -> None:
+        super().__init__(config, setting)
+        self.egress = None  # executors.docker.egress.Egress in allowlist mode, once open()
+
+    @property
+    def workspace(self) -> str:
+        return SANDBOX_WORKSPACE
+
+    @property
+    def tools_root(self) -> str:
+        return SANDBOX_TOOLS
+
+    def host_path(self, path: str) -> str:
+        if path == SANDBOX_WORKSPACE or path.startswith(SANDBOX_WORKSPACE + "/"):
+            return str(self.setting.workspace) + path[len(SANDBOX_WORKSPACE):]
+        return path
+
+    def sandbox_view(self, host: Path) -> Optional[str]:
+        ws = self.setting.workspace
+        if host.is_relative_to(ws):
+            return self.in_sandbox(host.relative_to(ws).as_posix())
+        return None
+
+    def roots(self) -> list[dict]:
+        return [{"path": m.target, "read_only": m.mode == "ro"} for m in self.setting.policy.mounts]
+
+    # -- what the session holds ---------------------------------------------------------
+    def check(self, protected: list[str]) -> None:
+        from ..wspath import UnsafePath
+
+        try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
+            self.protection_mounts(protected)
+        except (UnsafePath, OSError) as e:
+            raise RunnerError(f"cannot start sandboxes on the workspace {self.setting.workspace}: {e}") from None
+
+    def open(self) -> None:
+        """Allowlist mode: the session's internal network, egress proxy and host firewall."""
+        pol = self.setting.policy
+        if self.egress is not None or pol.network.mode != "allowlist":
+            return
+        from executors.docker.egress import Egress
+        from executors.docker.engine import connect
+
+        eg = Egress(connect(), self.setting.session_id, allow=list(pol.network.allow),
+                    labels={"runner.tenant": pol.tenant or ""}, image=pol.sandbox.image,
+                    outside_network=self.config.egress_network)
+        eg.start()
+        self.egress = eg
+
+    def frozen(self):
+        from ..hostfreeze import frozen
+
+        return frozen(self.setting.session_id)
+
+    def close(self) -> None:
+        if self.egress is not None:  # after every sandbox on its network is gone
+            self.egress.stop()
+
+    # -- the sandbox ----------------------------------------------------------------------
+    def protection_mounts(self, protected: list[str]) -> list:
+        """The read-only mounts of the protected paths and the pins that keep them and their
+        ancestors (and the workspace's policy mount sources) where they are. Missing protected
+        paths the user listed, and .git/hooks of a repository, are made first. Raises UnsafePath
+        when a link stands on the way (never followed)."""
+        import stat
+
+        from ..policy.protect import GIT_HOOKS, mount_plan, protected_dirs
+
+        pol, ws = self.setting.policy, self.setting.workspace
+        st = ws.stat()
+        create = protected_dirs(pol.protect, git_hooks=False, workspace=ws)
+        try:
+            if pol.protect_git_hooks and stat.S_ISDIR(os.lstat(ws / ".git").st_mode):
+                create.append(GIT_HOOKS)
+        except FileNotFoundError:
+            pass
+        pins = [rel for m in pol.mounts if (rel := m.workspace_rel(ws))]
+        plan = mount_plan(ws, SANDBOX_WORKSPACE, protected, create=create, pin=pins,
+                          pins_read_only=pol.sandbox.workspace == "ro", owner=(st.st_uid, st.st_gid))
+        return [m.to_mount() for m in plan.mounts]
+
+    def sandbox_config(self, protected: list[str], tools: list[ToolFolder]):
+        """The executors SandboxConfig of one sandbox of this session."""
+        from executors.docker import Mount, SandboxConfig
+
+        pol, ws = self.setting.policy, self.setting.workspace
+        st = ws.stat()
+        mounts = [Mount(source=str(ws), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro", scan=False)]
+        mounts += self.protection_mounts(protected)
+        mounts += [m.to_mount(ws) for m in pol.mounts]
+        mounts += [Mount(source=str(t.host), target=t.sandbox, read_only=True) for t in tools]
+        net = {"network": "none", "env": dict(SANDBOX_ENV)}
+        if self.egress is not None:
+            net = {"network": self.egress.sandbox_network, "dns": self.egress.sandbox_dns,
+                   "env": {**SANDBOX_ENV, **self.egress.proxy_env}}
+        return SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
+                             user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
+                             lifecycle="per-call", session=self.setting.session_id, labels={"runner.role": "agent"},
+                             **net)
+
+    def executor(self, cfg):
+        """The executor of one sandbox (a cluster backend returns its own from the same config)."""
+        from executors.docker import DockerExecutor
+
+        return DockerExecutor(cfg)
+
+    def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
+        from ..sandbox import Sandbox
+
+        cfg = self.sandbox_config(protected, tools)
+        hello = {**hello, "workspace": SANDBOX_WORKSPACE, "protected": [self.in_sandbox(p) for p in protected],
+                 "roots": self.roots()}
+        if self.egress is not None:
+            hello["proxy"] = self.egress.proxy_url
+        return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE)
