@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.run import IMAGE, LABEL, run, timed
 
 
-def paced(fn, n: int, gap: float = 0.02, warmup: int = 3) -> list[float]:
+def paced(fn, n: int, gap: float = 0.05, warmup: int = 3) -> list[float]:
     """Like timed(), with `gap` seconds between calls (an agent thinks between its calls)."""
     for _ in range(warmup):
         fn()
@@ -56,7 +56,7 @@ def tools_section(n: int, results: dict):
         rows_call.append((f"Runner({executor}, per-session) echo tool: the round trip", echo, None))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs bash fork)", bash, bash_fork))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs sh fork)", bash, fork))
-        rows_call.append((f"Runner({executor}) bash echo, 20 ms between calls (vs sh fork)", paced_bash, fork))
+        rows_call.append((f"Runner({executor}) bash echo, 50 ms between calls (vs sh fork)", paced_bash, fork))
         if executor == "docker":
             rows_call.append(("Runner(docker, per-session) bash echo (vs its fork in there)", bash, inside))
             results["bash_call"] = statistics.median(bash)

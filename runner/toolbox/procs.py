@@ -134,7 +134,8 @@ class _Spare:
 
 
 BASH = shutil.which("bash")
-SPARE_DELAY = 0.005  # seconds after a call's result before the next call's shell is started
+SPARE_DELAY = 0.01  # seconds after a call's result before the next call's shell is started (calls closer than
+# that, back to back from a script, start their own, as if there were no spare: no contention)
 _spare: "_Spare | None" = None
 
 
