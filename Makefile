@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export TESTCONTAINERS_RYUK_DISABLED := true
 
-.PHONY: setup demo test bench images lint clean
+.PHONY: setup demo test bench bench-quick bench-peers images lint clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,7 +16,18 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: setup
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
+
+bench-quick: setup
+	$(PY) bench/run.py --quick $(BENCH_ARGS)
+
+# Peers for the bench only, in their own venv (never runner's dependencies): SWE-ReX and
+# llm-sandbox, against the locally built image (SWE-ReX's server is added to a copy of it).
+bench-peers: setup
+	[ -x bench/.venv/bin/python ] || python3 -m venv bench/.venv
+	bench/.venv/bin/pip install -q swe-rex "llm-sandbox[docker]"
+	bench/.venv/bin/pip install -q --target bench/.swerex-site swe-rex
+	docker build -q --network none -t runner-bench/swerex:latest -f bench/swerex.Dockerfile bench
 
 images: setup
 	$(VENV)/bin/runner images build

@@ -1,7 +1,10 @@
-"""`make bench`: runner against raw `docker run --rm`, `docker exec` and a local fork, in one run.
+"""`make bench`: runner against raw `docker run --rm`, `docker exec`, a local fork and (when
+`make bench-peers` installed them in bench/.venv) its peers, in one run.
 
-Prints medians (and p99 where many samples are cheap) and each figure's ratio to its baseline.
-Never part of the test suite; no thresholds here, only figures.
+Prints the issue's ratios first (same-run ratios are what to compare: absolute figures move with
+the machine's load, printed beside them), then each section: medians, p99 where many samples are
+cheap, and each figure's ratio to its baseline. `--quick` for a short run. Never part of the
+test suite; no thresholds here, only figures.
 """
 from __future__ import annotations
 
@@ -16,6 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 IMAGE = "runner/base:latest"
 LABEL = "runner.bench=1"
+# `docker run` hardened as runner hardens a sandbox (executors/docker/config.py's defaults).
+HARDENED = ["--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only",
+            "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m", "--pids-limit", "256", "--memory", "512m",
+            "--memory-swap", "512m", "--cpus", "1", "--user", "1000:1000", "--log-driver", "none", "--init"]
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return "?"
 
 
 def timed(fn, n: int, warmup: int = 1) -> list[float]:
@@ -38,7 +52,8 @@ def run(argv: list[str]) -> None:
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, check=True)
 
 
-def exec_section(n: int) -> list[tuple]:
+def exec_section(n: int, results: dict) -> list[tuple]:
+    from bench.scale import docker_run_hardened
     from executors.docker import DockerExecutor
     from executors.local import LocalExecutor
 
@@ -50,11 +65,15 @@ def exec_section(n: int) -> list[tuple]:
 
     docker_run = timed(lambda: run(["docker", "run", "--rm", "--network", "none", IMAGE, "true"]), n)
     rows.append(("raw `docker run --rm IMG true`", docker_run, None))
+    hardened = timed(lambda: run(docker_run_hardened() + ["true"]), n)
+    rows.append(("hardened `docker run --rm ... IMG true` (CLI)", hardened, docker_run))
     runner_exec = timed(lambda: run([str(ROOT / ".venv/bin/runner"), "exec", "--", "true"]), n)
-    rows.append(("`runner exec -- true` (CLI, per-call)", runner_exec, docker_run))
+    rows.append(("`runner exec -- true` (CLI, per-call)", runner_exec, hardened))
+    results["docker_run_hardened"] = statistics.median(hardened)
+    results["runner_exec"] = statistics.median(runner_exec)
     percall = DockerExecutor(lifecycle="per-call", labels={"runner.bench": "1"})
     percall.start()
-    rows.append(("DockerExecutor per-call run(['true'])", timed(lambda: percall.run(["true"]), n), docker_run))
+    rows.append(("DockerExecutor per-call run(['true'])", timed(lambda: percall.run(["true"]), n), hardened))
     percall.stop()
 
     cid = subprocess.run(["docker", "run", "-d", "--rm", "--label", LABEL, "--network", "none", IMAGE, "sleep", "600"],
@@ -66,45 +85,122 @@ def exec_section(n: int) -> list[tuple]:
             rows.append(("DockerExecutor per-session run(['true'])", timed(lambda: session.run(["true"]), n * 2), docker_exec))
     finally:
         run(["docker", "rm", "-f", cid])
-    helps = timed(lambda: run([str(ROOT / ".venv/bin/runner"), "--help"]), n)
-    rows.append(("`runner --help` start-up", helps, None))
     pyfloor = timed(lambda: run([sys.executable, "-c", "pass"]), n)
     rows.append(("python3 -c pass (floor for any Python CLI)", pyfloor, None))
+    helps = timed(lambda: run([str(ROOT / ".venv/bin/runner"), "--help"]), n)
+    rows.append(("`runner --help` start-up", helps, pyfloor))
+    results["help"] = statistics.median(helps)
+    results["python_floor"] = statistics.median(pyfloor)
     return rows
 
 
-def print_table(title: str, rows: list[tuple]) -> None:
+def print_table(title: str, rows: list[tuple], notes: list[str] = ()) -> None:
     print(f"\n## {title}\n")
-    print(f"| {'what':52} | {'n':>4} | {'median ms':>9} | {'p99 ms':>8} | {'ratio':>14} |")
-    print(f"|{'-' * 54}|{'-' * 6}|{'-' * 11}|{'-' * 10}|{'-' * 16}|")
+    if rows:
+        print(f"| {'what':58} | {'n':>4} | {'median ms':>9} | {'p99 ms':>8} | {'ratio':>14} |")
+        print(f"|{'-' * 60}|{'-' * 6}|{'-' * 11}|{'-' * 10}|{'-' * 16}|")
     for name, xs, base in rows:
         med = statistics.median(xs) * 1000
         ratio = f"{med / (statistics.median(base) * 1000):.2f}x baseline" if base else "baseline"
-        print(f"| {name:52} | {len(xs):4} | {med:9.1f} | {p99(xs) * 1000:8.1f} | {ratio:>14} |")
+        print(f"| {name:58} | {len(xs):4} | {med:9.2f} | {p99(xs) * 1000:8.2f} | {ratio:>14} |")
+    for note in notes:
+        print(f"- {note}")
+
+
+GOALS = [  # (what, runner's key, baseline's key, goal as a ratio or an absolute bound, how to show)
+    ("tool call in a session (bash `echo hi`) / local fork `sh -c`", "bash_call", "fork", "<= 1.0x"),
+    ("  same, with 50 ms between calls (an agent thinks between calls)", "bash_call_paced", "fork", "<= 1.0x"),
+    ("session start, cold (sandbox ready for calls)", "cold_start", None, "<= 150 ms"),
+    ("session start from the warm pool", "warm_get", None, "<= 5 ms"),
+    ("`runner exec -- true` / hardened `docker run --rm` (CLI)", "runner_exec", "docker_run_hardened", "<= 1.2x"),
+    ("`runner --help` (python -c pass beside it)", "help", "python_floor", "<= 80 ms"),
+]
+
+
+def print_summary(results: dict, load_before: str) -> None:
+    print(f"\n## ratios first (load average {load_before} at the start, {loadavg()} now: compare ratios, "
+          "re-run on a quiet machine for absolute figures)\n")
+    print(f"| {'what':60} | {'runner ms':>9} | {'baseline ms':>11} | {'ratio':>6} | goal |")
+    print(f"|{'-' * 62}|{'-' * 11}|{'-' * 13}|{'-' * 8}|------|")
+    for what, key, base, goal in GOALS:
+        if key not in results:
+            continue
+        v = results[key] * 1000
+        b = results[base] * 1000 if base in results else None
+        ratio = f"{v / b:.2f}x" if b else "-"
+        print(f"| {what:60} | {v:9.2f} | {(f'{b:.2f}' if b else '-'):>11} | {ratio:>6} | {goal} |")
+    extra = []
+    if "call_with_1" in results:
+        lv = [k for k in ("call_with_1", "call_with_10", "call_with_50") if k in results]
+        extra.append("call latency with " + ", ".join(f"{k.split('_')[-1]} live: {results[k] * 1000:.2f} ms" for k in lv))
+    if "sandbox_mem" in results:
+        extra.append(f"memory per idle sandbox {results['sandbox_mem'] / 2 ** 20:.1f} MiB (+ controller "
+                     f"{results['controller_mem_per_session'] / 2 ** 20:.2f} MiB): ~{results['fit_8gib']} fit in 8 GiB")
+    for c in (1, 4):
+        if f"percall_rate_{c}" in results:
+            extra.append(f"{c} client(s): per-call sandboxes {results[f'percall_rate_{c}']:.1f}/s vs the engine's "
+                         f"create+start+remove {results[f'engine_rate_{c}']:.1f}/s "
+                         f"({results[f'percall_rate_{c}'] / results[f'engine_rate_{c}']:.2f}x)")
+    if "flood_mb_s" in results:
+        extra.append(f"flood through bash {results['flood_mb_s']:.0f} MB/s, controller RSS grew "
+                     f"{results['flood_rss_growth'] / 2 ** 20:.1f} MiB")
+    for e in extra:
+        print(f"- {e}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("-n", type=int, default=20, help="samples per docker measurement")
+    ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
+    ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
+    ap.add_argument("--only", default="", help="comma-separated sections: exec,tools,custom,density,throughput,memory,peers,serve")
     args = ap.parse_args()
-    print(f"# runner bench, {time.strftime('%Y-%m-%d %H:%M')}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores")
-    print_table("commands: runner vs raw docker and a local fork", exec_section(args.n))
-    try:
-        from bench.tools import tools_section
-    except ImportError:
-        return
-    for title, rows in tools_section(args.n):
-        print_table(title, rows)
-    from bench.custom import custom_section
+    n = args.n or (5 if args.quick else 20)
+    only = {x for x in args.only.split(",") if x}
+    load_before = loadavg()
+    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    print(f"# runner bench, {time.strftime('%Y-%m-%d %H:%M')}, {cores} cores, load average {load_before}"
+          f"{' (quick)' if args.quick else ''}")
+    results: dict = {}
+    sections: list = []
 
-    for title, rows in custom_section(args.n):
-        print_table(title, rows)
-    try:  # runner serve under load (the extra runner[serve])
-        from bench.serve import serve_section
-        import fastapi  # noqa: F401
-    except ImportError:
-        return
-    serve_section()
+    def want(name):
+        return not only or name in only
+
+    def step(name, fn):
+        if not want(name):
+            return
+        t = time.monotonic()
+        print(f"[bench] {name} (load {loadavg()}) ...", file=sys.stderr, flush=True)
+        try:
+            out = fn()
+        except Exception as e:  # one section failing does not lose the others
+            out = [(f"{name}: FAILED", [], [f"{type(e).__name__}: {e}"])]
+        sections.extend(out)
+        print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
+
+    from bench import custom, peers, scale, tools
+
+    step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
+    step("tools", lambda: tools.tools_section(n, results))
+    if not args.quick:
+        step("custom", lambda: [(t, r, []) for t, r in custom.custom_section(n)])
+    step("density", lambda: scale.density_section(n, args.quick, results))
+    step("throughput", lambda: scale.throughput_section(n, args.quick, results))
+    step("memory", lambda: scale.flat_memory_section(n, args.quick, results))
+    step("peers", lambda: peers.peers_section(n, results))
+    print_summary(results, load_before)
+    for title, rows, notes in sections:
+        print_table(title, rows, notes)
+    if want("serve") and not args.quick:
+        try:  # runner serve under load (the extra runner[serve])
+            import fastapi  # noqa: F401
+
+            from bench.serve import serve_section
+        except ImportError:
+            print("\nrunner serve: not measured (install runner[serve])")
+        else:
+            serve_section()
+    print(f"\nload average at the end: {loadavg()}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Tool-call figures for `make bench`: the full Runner against a local fork and `docker exec`."""
 from __future__ import annotations
 
+import statistics
 import subprocess
 import tempfile
 import time
@@ -9,7 +10,20 @@ from pathlib import Path
 from bench.run import IMAGE, LABEL, run, timed
 
 
-def tools_section(n: int):
+def paced(fn, n: int, gap: float = 0.05, warmup: int = 3) -> list[float]:
+    """Like timed(), with `gap` seconds between calls (an agent thinks between its calls)."""
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        time.sleep(gap)
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def tools_section(n: int, results: dict):
     from runner import Runner
 
     ws = Path(tempfile.mkdtemp(prefix="runner-bench-"))
@@ -19,6 +33,7 @@ def tools_section(n: int):
 
     fork = timed(lambda: run(["sh", "-c", "echo hi"]), calls)
     rows_call.append(("local fork+exec `sh -c 'echo hi'`", fork, None))
+    results["fork"] = statistics.median(fork)
     bash_fork = timed(lambda: run(["bash", "-c", "echo hi"]), calls)
     rows_call.append(("local fork+exec `bash -c 'echo hi'`", bash_fork, fork))
     cat_fork = timed(lambda: run(["cat", str(ws / "a.txt")]), calls)
@@ -37,24 +52,43 @@ def tools_section(n: int):
             echo = timed(lambda: r.call("echo", {"text": "hi"}), calls, warmup=3)
             bash = timed(lambda: r.call("bash", {"command": "echo hi"}), calls, warmup=3)
             read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
+            paced_bash = paced(lambda: r.call("bash", {"command": "echo hi"}), calls)
         rows_call.append((f"Runner({executor}, per-session) echo tool: the round trip", echo, None))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs bash fork)", bash, bash_fork))
+        rows_call.append((f"Runner({executor}, per-session) bash echo (vs sh fork)", bash, fork))
+        rows_call.append((f"Runner({executor}) bash echo, 50 ms between calls (vs sh fork)", paced_bash, fork))
         if executor == "docker":
             rows_call.append(("Runner(docker, per-session) bash echo (vs its fork in there)", bash, inside))
+            results["bash_call"] = statistics.median(bash)
+            results["bash_call_paced"] = statistics.median(paced_bash)
         rows_call.append((f"Runner({executor}, per-session) read 200 lines (vs cat fork)", read, cat_fork))
 
-    def start_stop(pool_size):
+    def start_only(pool_size):
         r = Runner(executor="docker", workspace=ws, preset="all", pool_size=pool_size)
+        t = time.perf_counter()
         r.start()
+        took = time.perf_counter() - t
         r.close()
+        return took
 
-    rows_start.append(("Runner(docker) start+close, no pool", timed(lambda: start_stop(0), n), None))
+    rows_start.append(("Runner(docker).start(), no pool (close not timed)", [start_only(0) for _ in range(n)], None))
     from runner.pool import SandboxPool
 
     r = Runner(executor="docker", workspace=ws, preset="all")
+
+    def cold_one():
+        sb = r.session.make_sandbox()
+        t = time.perf_counter()
+        sb.start()
+        took = time.perf_counter() - t
+        sb.close()
+        return took
+
+    cold_one()
+    cold = [cold_one() for _ in range(n)]
+    rows_start.append(("sandbox ready for calls, made on demand (cold)", cold, None))
+    results["cold_start"] = statistics.median(cold)
     pool = SandboxPool(r.session.make_sandbox, size=1)
-    cold = timed(lambda: r.session.make_sandbox().start().close(), n)
-    rows_start.append(("sandbox ready, made on demand (cold)", cold, None))
 
     def warm_get():
         while pool.ready == 0:
@@ -67,6 +101,7 @@ def tools_section(n: int):
 
     warm = [warm_get() for _ in range(n)]
     rows_start.append(("sandbox ready, taken from a warm pool", warm, cold))
+    results["warm_get"] = statistics.median(warm)
     pool.close()
     r.close()
 
@@ -75,9 +110,9 @@ def tools_section(n: int):
             t = timed(lambda: rc.call("bash", {"command": "echo hi"}), n)
         rows_rate.append((f"per-call lifecycle, pool {size}: one call (s/call → {1 / (sum(t) / len(t)):.1f} calls/s)", t, None))
     subprocess.run(["rm", "-rf", str(ws)])
-    return [("tool calls: the full Runner against a local fork and docker exec", rows_call),
-            ("sandbox start: with and without the warm pool", rows_start),
-            ("per-call lifecycle throughput", rows_rate)]
+    return [("tool calls: the full Runner against a local fork and docker exec", rows_call, []),
+            ("sandbox start: with and without the warm pool", rows_start, []),
+            ("per-call lifecycle: one call, each in a fresh sandbox", rows_rate, [])]
 
 
 _FORK_LOOP = """

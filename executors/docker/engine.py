@@ -50,6 +50,26 @@ def connect(base_url: str | None = None, timeout: int = 120):
     return client
 
 
+_shared: dict = {}
+
+
+def shared_client(base_url: str | None = None):
+    """One client per engine address in this process, made (and pinged) once: a sandbox's start
+    then pays neither a new connection pool nor a ping. docker-py's client is a requests
+    session over a thread-safe connection pool, so executors on many threads may share it."""
+    import os
+    import threading
+
+    key = (base_url or os.environ.get("DOCKER_HOST", ""), os.getpid())
+    client = _shared.get(key)
+    if client is None:
+        with _shared.setdefault("lock", threading.Lock()):
+            client = _shared.get(key)
+            if client is None:
+                client = _shared[key] = connect(base_url)
+    return client
+
+
 def require_image(client, image: str) -> None:
     """Raise ImageNotFound with how to get the image. Never pulls."""
     import docker.errors

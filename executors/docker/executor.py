@@ -19,7 +19,7 @@ from ..errors import EngineUnavailable, SandboxGone
 from ..models import ExecRequest
 from . import labels as L
 from .config import SandboxConfig, create_kwargs
-from .engine import connect, require_image
+from .engine import require_image, shared_client
 from .process import PID_WRAPPER, ContainerProcess, ExecProcess
 
 KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
@@ -77,11 +77,12 @@ class DockerExecutor(Executor):
         self._client = client
         self.container = None
         self._lock = threading.Lock()
+        self._creating = 0  # containers asked for and not known to be removed (stop() then looks for them)
 
     @property
     def client(self):
         if self._client is None:
-            self._client = connect(self.base_url)
+            self._client = shared_client(self.base_url)
         return self._client
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -90,11 +91,13 @@ class DockerExecutor(Executor):
         return self.base_url or os.environ.get("DOCKER_HOST") or ""
 
     def start(self) -> None:
+        """Reach the engine; a per-session executor also makes its container. Whether the image
+        is there is asked only when a create fails (one round trip less on every start)."""
         with self._lock:
-            require_image(self.client, self.config.image)
-            self._remove_owed()
+            self._remove_owed()  # also connects (once per process and engine address)
             if self.config.lifecycle == "per-session" and self.container is None:
                 self.container = self._create(KEEPALIVE, role="session")
+                self._creating -= 1  # held in self.container from here
                 self.container.start()
 
     def stop(self) -> None:
@@ -108,7 +111,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception as e:
                 removed = _gone_or_going(e)
-        if self.config.lifecycle == "per-call" and self._client is not None:
+        if self.config.lifecycle == "per-call" and self._client is not None and self._creating:  # else none is left
             removed = self._remove_all(self._client, self.instance) and removed
         if not removed:
             with _owed_lock:
@@ -151,8 +154,20 @@ class DockerExecutor(Executor):
             kw["environment"] = {**kw["environment"], **env}
         if user:
             kw["user"] = user
-        created = self.client.api.create_container(**kw)
-        return self.client.containers.get(created["Id"])
+        import docker.errors
+
+        self._creating += 1
+        try:
+            created = self.client.api.create_container(**kw)
+        except docker.errors.ImageNotFound:
+            require_image(self.client, cfg.image)  # raises ImageNotFound saying how to get it
+            raise
+        # The model without an inspect round trip: only the id is needed until a reload.
+        return self.client.containers.prepare_model({"Id": created["Id"]})
+
+    def _removed(self) -> None:
+        with self._lock:
+            self._creating -= 1
 
     def is_alive(self) -> bool:
         if self.container is None:
@@ -216,11 +231,13 @@ class DockerExecutor(Executor):
                     failure = start_failure("unknown-user", req)
                 if failure is None:
                     raise
+                self._creating -= 1
                 return FailedProcess(failure)
-            return ContainerProcess(c, sock, started)
+            return ContainerProcess(c, sock, started, on_removed=self._removed)
         except BaseException:
             try:
                 c.remove(force=True)
+                self._creating -= 1
             except Exception:
                 pass
             raise

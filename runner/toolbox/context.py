@@ -27,3 +27,4 @@ class Ctx:
                     "GIT_TERMINAL_PROMPT": "0"})
         self.env = env
         self.send = None  # set by the server: send(dict) writes one protocol line
+        self.hold = None  # set by the server: hold(dict) writes it with the next send

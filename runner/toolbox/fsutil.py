@@ -3,8 +3,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
 
 from .context import ToolError
+
+# Reading the umask means setting it for a moment: a process started on another thread in that
+# moment (procs.py's spare shell) would inherit the wrong one. Both hold this lock.
+UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    with UMASK_LOCK:
+        mask = os.umask(0)
+        os.umask(mask)
+    return mask
 
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".gif": "image/gif", ".webp": "image/webp"}
 TEXT_BYTES = set(range(32, 127)) | {8, 9, 10, 12, 13, 27}
@@ -90,9 +102,7 @@ def stage(real: str, data: bytes, keep_mode_of: str | None = None) -> tuple[str,
         if mode is not None:
             os.chmod(tmp, mode)
         else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            os.chmod(tmp, 0o666 & ~current_umask())
     except BaseException:
         discard((tmp, real, made))
         raise

@@ -12,18 +12,20 @@ import subprocess
 import threading
 import time
 
-from . import oom, paths
+from . import fsutil, oom, paths
 from .context import Ctx, ToolError
 
 CHUNK = 64 * 1024
 KILL_GRACE = 1.5
 JOB_BUFFER = 1024 * 1024
+HOLD = 0.002  # seconds output waits for more (or for the end) before it is streamed on its own
+HOLD_MAX = 0.05  # ... and at most this long while more keeps coming in small pieces
 _jobs: "dict[int, Job]" = {}
 _jobs_lock = threading.Lock()
 
 
 def _shell() -> list:
-    return [shutil.which("bash") or "/bin/sh", "-c"]
+    return [BASH or "/bin/sh", "-c"]
 
 
 def _cwd(ctx: Ctx, cwd) -> str:
@@ -43,6 +45,9 @@ def _kill_group(pid: int, sig: int) -> None:
 def _wait(proc: subprocess.Popen, timeout: float):
     """Exit status within timeout, else None. A pidfd wakes us the moment the process ends;
     Popen.wait(timeout) would poll with growing sleeps (about a millisecond lost per call)."""
+    rc = proc.poll()
+    if rc is not None:  # already ended (the usual case once its output has ended)
+        return rc
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):  # old Python or kernel, or a sandbox kernel without pidfds
@@ -77,13 +82,152 @@ def feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
     threading.Thread(target=feed, daemon=True).start()
 
 
-def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
-    """Run `command`; send its output as `output` events; return (exit code, timed out)."""
+# A shell started before the call that will use it, so a call pays no fork+exec of bash on its
+# critical path. It is as clean as `bash -c COMMAND` started at the call: a new process, started
+# by the agent (whose env, cwd, umask, rlimits and signals no call changes) in its own session,
+# stdin /dev/null, holding nothing but a pipe it reads the command from (then closes) before it
+# evals it. Each serves one call only; the next is started (by _Keeper) soon after that call's result.
+# `bash -c` and this differ only in the name a syntax error gives its source ("eval", not "-c").
+SPARE_SCRIPT = ('IFS= read -r -d "" -N 1073741823 -u {fd} __runner_cmd; exec {fd}<&-; '
+                'eval "unset __runner_cmd;$__runner_cmd"')
+SPARE_MAX = 60 * 1024  # bytes of a command that fit in an empty pipe: its write never blocks
+
+
+class _Spare:
+    def __init__(self, ctx: Ctx) -> None:
+        r, self.w = os.pipe()
+        try:
+            self.cwd = ctx.workspace
+            self.env = ctx.env
+            self.proc = subprocess.Popen([BASH, "-c", SPARE_SCRIPT.format(fd=r)], cwd=self.cwd, env=self.env,
+                                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, pass_fds=(r,))
+        except BaseException:
+            os.close(self.w)
+            raise
+        finally:
+            os.close(r)
+
+    def fits(self, ctx: Ctx, cwd: str, data: bytes) -> bool:
+        """Started for this call's env and directory (the very directory: not one that replaced
+        it since), still there, and the command fits the pipe."""
+        if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX or self.proc.poll() is not None:
+            return False
+        here = _dir_id(f"/proc/{self.proc.pid}/cwd")
+        return here is not None and here == _dir_id(cwd)
+
+    def take(self, data: bytes) -> subprocess.Popen:
+        try:
+            os.write(self.w, data)  # fits the pipe: never blocks
+        finally:
+            os.close(self.w)
+        return self.proc
+
+    def discard(self) -> None:
+        os.close(self.w)  # at EOF it evals an empty command and ends
+        _kill_group(self.proc.pid, signal.SIGKILL)
+        try:
+            self.proc.wait(timeout=KILL_GRACE)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc.stdout.close()
+
+
+BASH = shutil.which("bash")
+SPARE_DELAY = 0.01  # seconds after a call's result before the next call's shell is started (calls closer than
+# that, back to back from a script, start their own, as if there were no spare: no contention)
+_spare: "_Spare | None" = None
+
+
+def _dir_id(path: str):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class _Keeper:
+    """Starts the spare shell on a thread of its own, SPARE_DELAY after a call's result: its
+    start (a fork+exec, then bash's own start-up) must not compete for the CPU with the
+    result's way back to the controller. A call that comes sooner (calls back to back) cancels
+    it and starts its own shell, as if there were no spare; one that comes while it is being
+    started waits for it (never longer than starting its own)."""
+
+    def __init__(self) -> None:
+        self.cv = threading.Condition()
+        self.ctx: "Ctx | None" = None
+        self.due: "float | None" = None
+        self.thread: "threading.Thread | None" = None
+
+    def want(self, ctx: Ctx) -> None:
+        with self.cv:
+            self.ctx, self.due = ctx, time.monotonic() + SPARE_DELAY
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="runner-agent-spare", daemon=True)
+                self.thread.start()
+            self.cv.notify()
+
+    def take(self) -> "_Spare | None":
+        """The spare if there is one (waiting while one is being started); cancels one wanted."""
+        global _spare
+        with self.cv:
+            self.due = None
+            spare, _spare = _spare, None
+            return spare
+
+    def _run(self) -> None:
+        global _spare
+        with self.cv:
+            while True:
+                if self.due is None:
+                    self.cv.wait()
+                    continue
+                left = self.due - time.monotonic()
+                if left > 0:
+                    self.cv.wait(left)
+                    continue
+                self.due = None
+                if _spare is None:  # started under the lock: take() waits for it
+                    try:
+                        with fsutil.UMASK_LOCK:  # never while a write reads the umask
+                            _spare = _Spare(self.ctx)
+                    except (OSError, subprocess.SubprocessError):
+                        _spare = None  # no spare (say, at the pids limit): the call starts its own shell
+
+
+_keeper = _Keeper()
+
+
+def prepare(ctx: Ctx) -> None:
+    """Have a spare shell ready for the next call (between calls, off their critical path)."""
+    if BASH is not None and ctx is not None:
+        _keeper.want(ctx)
+
+
+def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subprocess.Popen:
+    if "\0" in command:
+        raise ToolError("the command holds a NUL character, which no shell command can hold")
+    try:
+        data = os.fsencode(command)  # as Popen would encode it
+    except UnicodeError:
+        raise ToolError("the command is not valid text (a lone surrogate)") from None
+    spare = _keeper.take()
+    if spare is not None:
+        if stdin_text is None and spare.fits(ctx, cwd, data):
+            return spare.take(data)
+        spare.discard()
     proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
                             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if stdin_text is not None:
         feed_stdin(proc, stdin_text.encode("utf-8"))
+    return proc
+
+
+def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
+    """Run `command`; send its output as `output` events; return (exit code, timed out)."""
+    proc = _start(ctx, command, cwd, stdin_text)
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     sel = selectors.DefaultSelector()
@@ -91,6 +235,9 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     deadline = time.monotonic() + timeout
     timed_out = False
     exited_at = None
+    pending = ""  # output read but not sent yet: the last of it goes out with the result
+    held_since = 0.0
+    hold = getattr(ctx, "hold", None) or ctx.send
     try:
         while True:
             now = time.monotonic()
@@ -103,20 +250,27 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
                 break
             if exited_at is None and proc.poll() is not None:
                 exited_at = now
-            ready = sel.select(timeout=min(0.1, max(0.0, deadline - now)))
+            wait = min(0.1, max(0.0, deadline - now))
+            ready = sel.select(timeout=min(wait, HOLD) if pending else wait)
             if not ready:
+                if pending:  # nothing more came at once: stream what we have
+                    ctx.send({"op": "output", "id": call_id, "data": pending})
+                    pending = ""
                 if exited_at is not None and time.monotonic() - exited_at > 0.2:
                     break  # the shell ended and the pipe is idle: children left in the background hold it
                 continue
             data = os.read(fd, CHUNK)
             if not data:
                 break
-            text = dec.decode(data)
-            if text:
-                ctx.send({"op": "output", "id": call_id, "data": text})
-        tail = dec.decode(b"", final=True)
-        if tail:
-            ctx.send({"op": "output", "id": call_id, "data": tail})
+            if not pending:
+                held_since = time.monotonic()
+            pending += dec.decode(data)
+            if len(pending) >= CHUNK or time.monotonic() - held_since >= HOLD_MAX:
+                ctx.send({"op": "output", "id": call_id, "data": pending})
+                pending = ""
+        pending += dec.decode(b"", final=True)
+        if pending:  # one write with the result: one trip through the engine, not two
+            hold({"op": "output", "id": call_id, "data": pending})
     finally:
         sel.close()
         if timed_out:
@@ -294,6 +448,9 @@ def process(ctx: Ctx, args: dict):
 
 
 def shutdown() -> None:
+    spare = _keeper.take()
+    if spare is not None:
+        spare.discard()
     with _jobs_lock:
         for job in _jobs.values():
             _kill_group(job.proc.pid, signal.SIGKILL)

@@ -1,26 +1,53 @@
 """The agent's loop: JSON lines in on stdin, JSON lines out on stdout, one call at a time."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
-import platform
 import sys
 import threading
-import traceback
 
-from . import custom, files, gitops, listing, net, patch, plugins, procs, small, wire
+from . import wire
 from .context import Ctx, ToolError
 
+# tool -> (module, function). A module is imported when a call first needs it, or by warm_up()
+# after the hello: the agent answers the hello (so a session is ready) without loading them all.
 TOOLS = {
-    "read": files.read, "write": files.write, "edit": files.edit, "apply_patch": patch.apply_patch,
-    "ls": listing.ls, "read_dir": listing.read_dir, "glob": listing.glob, "find": listing.find, "grep": listing.grep,
-    "bash": procs.bash, "exec": procs.exec_, "process": procs.process,
-    "http_fetch": net.http_fetch, "web_fetch": net.http_fetch, "web_search": net.web_search,
-    "git_status": gitops.git_status, "git_diff": gitops.git_diff, "git_log": gitops.git_log, "git_add": gitops.git_add,
-    "git_commit": gitops.git_commit, "git_push": gitops.git_push, "git_pull": gitops.git_pull,
-    "echo": small.echo, "get_time": small.get_time, "memory_search": small.memory_search, "memory_get": small.memory_get,
-    "custom_describe": custom.describe, "custom_run": custom.run,  # custom tools: the controller's ops
+    "read": ("files", "read"), "write": ("files", "write"), "edit": ("files", "edit"),
+    "apply_patch": ("patch", "apply_patch"), "ls": ("listing", "ls"), "read_dir": ("listing", "read_dir"),
+    "glob": ("listing", "glob"), "find": ("listing", "find"), "grep": ("listing", "grep"),
+    "bash": ("procs", "bash"), "exec": ("procs", "exec_"), "process": ("procs", "process"),
+    "http_fetch": ("net", "http_fetch"), "web_fetch": ("net", "http_fetch"), "web_search": ("net", "web_search"),
+    "git_status": ("gitops", "git_status"), "git_diff": ("gitops", "git_diff"), "git_log": ("gitops", "git_log"),
+    "git_add": ("gitops", "git_add"), "git_commit": ("gitops", "git_commit"), "git_push": ("gitops", "git_push"),
+    "git_pull": ("gitops", "git_pull"), "echo": ("small", "echo"), "get_time": ("small", "get_time"),
+    "memory_search": ("small", "memory_search"), "memory_get": ("small", "memory_get"),
+    "custom_describe": ("custom", "describe"), "custom_run": ("custom", "run"),  # custom tools: the controller's ops
 }
+MODULES = ("procs", "small", "files", "listing", "patch", "gitops", "plugins", "custom", "net")
+
+
+def tool_module(name: str):
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def tool_function(tool: str):
+    where = TOOLS.get(tool)
+    return None if where is None else getattr(tool_module(where[0]), where[1])
+
+
+def warm_up() -> None:
+    """Import every tool module in the background, so the first calls find them loaded."""
+    def load() -> None:
+        for name in MODULES:
+            try:
+                tool_module(name)
+            except Exception:  # noqa: S110 - the call that needs it reports the error
+                pass
+
+    threading.Thread(target=load, name="runner-agent-warm-up", daemon=True).start()
+
+
 STREAMING = {"bash", "exec"}
 
 
@@ -32,6 +59,7 @@ class Wire:
         self.inp = inp
         self.out = os.fdopen(out_fd, "wb", buffering=0)
         self.lock = threading.Lock()
+        self.held = b""
         self.signer: wire.Signer | None = None
         self.verifier: wire.Verifier | None = None
 
@@ -47,7 +75,16 @@ class Wire:
                                "content": f"the result is {len(body)} bytes, over the channel's bound of "
                                           f"{wire.MAX_LINE}: ask for less (a page, a smaller file)"}).encode()
         with self.lock:
-            self.out.write(self.signer.frame_body(body))
+            line = self.signer.frame_body(body)
+            held, self.held = self.held, b""
+            self.out.write(held + line if held else line)
+
+    def hold(self, msg: dict) -> None:
+        """Frame a (small) message now and write it with the next send: the last output of a
+        call and its result travel as one write."""
+        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+        with self.lock:
+            self.held += self.signer.frame_body(body)
 
     def receive(self) -> dict | None:
         """The next request; None at the end of input. wire.WireError if it cannot be trusted."""
@@ -82,7 +119,7 @@ def answer(call_id, value) -> dict:
 
 def handle_call(ctx: Ctx, msg: dict) -> dict:
     call_id, tool, args = msg.get("id"), msg.get("tool"), msg.get("args")
-    fn = TOOLS.get(tool)
+    fn = tool_function(tool) if isinstance(tool, str) else None
     if fn is None:
         return {"op": "result", "id": call_id, "is_error": True, "meta": {},
                 "content": f"unknown tool: {tool}. Tools here: {', '.join(sorted(TOOLS))}"}
@@ -103,6 +140,8 @@ def handle_call(ctx: Ctx, msg: dict) -> dict:
         return {"op": "result", "id": call_id, "is_error": True, "meta": {},
                 "content": f"{tool}: {e.strerror or e}{': ' + str(e.filename) if e.filename else ''}"}
     except Exception as e:  # a bug in a tool must not end the agent
+        import traceback
+
         traceback.print_exc()
         return {"op": "result", "id": call_id, "is_error": True, "meta": {},
                 "content": f"internal error in {tool}: {type(e).__name__}: {e}"}
@@ -132,21 +171,27 @@ def main(inp=None, out_fd: int | None = None) -> None:
                     return
                 ctx = Ctx(msg)
                 ctx.send = channel.send
+                ctx.hold = channel.hold
                 try:
                     os.chdir(ctx.workspace)
                 except OSError:
                     pass
-                channel.send({"op": "hello", "ok": True, "pid": os.getpid(), "python": platform.python_version(),
-                              "tools": sorted(TOOLS)})
+                channel.send({"op": "hello", "ok": True, "pid": os.getpid(),
+                              "python": "%d.%d.%d" % sys.version_info[:3], "tools": sorted(TOOLS)})
+                tool_module("procs").prepare(ctx)
+                warm_up()
             elif op == "call":
                 channel.send(handle_call(ctx, msg))
+                tool_module("procs").prepare(ctx)  # the next call's shell, made while the controller reads this
             elif op == "shutdown":
                 break
             else:
                 channel.send({"op": "error", "error": f"unknown op {op!r}"})
     finally:
-        procs.shutdown()
-        plugins.shutdown()
+        for name in ("procs", "plugins"):  # only those loaded can have started anything
+            loaded = sys.modules.get(f"{__package__}.{name}")
+            if loaded is not None:
+                loaded.shutdown()
 
 
 def _init_reaper(channel: list) -> None:

@@ -1,0 +1,105 @@
+"""Every bash/exec call starts clean, even though the agent keeps a shell ready before the call
+arrives (toolbox/procs.py's spare): nothing one call does to its shell is seen by the next.
+Run on local and docker alike."""
+from __future__ import annotations
+
+import time
+
+
+def ok(res):
+    assert not res.is_error, res.text
+    return res.text
+
+
+def sh(call, command: str, **kw) -> str:
+    return ok(call("bash", {"command": command, **kw}))
+
+
+def test_an_exported_variable_is_not_seen_by_the_next_call(call):
+    assert sh(call, "export RUNNER_T=one; RUNNER_U=two; echo \"$RUNNER_T $RUNNER_U\"") == "one two\n"
+    assert sh(call, 'echo "[${RUNNER_T-unset}] [${RUNNER_U-unset}]"') == "[unset] [unset]\n"
+
+
+def test_a_cd_is_not_seen_by_the_next_call(call):
+    home = sh(call, "pwd")
+    assert sh(call, "cd /tmp && pwd") == "/tmp\n"
+    assert sh(call, "pwd") == home
+    assert sh(call, 'echo "[${OLDPWD-unset}]"') == sh(call, 'echo "[${OLDPWD-unset}]"')
+
+
+def test_a_umask_is_not_seen_by_the_next_call(call):
+    before = sh(call, "umask")
+    changed = "0077\n" if before != "0077\n" else "0027\n"
+    assert sh(call, f"umask {changed.strip()}; umask") == changed
+    assert sh(call, "umask") == before
+
+
+def test_a_background_job_is_not_seen_by_the_next_call(call):
+    pid = sh(call, "sleep 30 >/dev/null 2>&1 & echo $!").strip()
+    try:
+        assert sh(call, 'jobs -p | wc -l; echo "[${!-none}]"').split() == ["0", "[none]"]
+        assert sh(call, f"kill -0 {pid} && echo alive") == "alive\n"  # it runs on, only not as this shell's job
+    finally:
+        call("bash", {"command": f"kill {pid}"})
+
+
+def test_shell_state_is_not_seen_by_the_next_call(call):
+    before = sh(call, "ulimit -n; set -o | grep -E '^(noclobber|errexit) '; shopt nullglob; true")
+    sh(call, "f() { echo f; }; alias a=echo; set -o noclobber -o errexit; shopt -s nullglob; X=1; "
+             "trap 'true' USR1; ulimit -n 64; cd /; echo ok")
+    after = sh(call, "type f >/dev/null 2>&1 && echo function; alias; echo \"[${X-}]\"; trap -p")
+    assert after == "[]\n"
+    assert sh(call, "ulimit -n; set -o | grep -E '^(noclobber|errexit) '; shopt nullglob; true") == before
+
+
+def test_each_call_is_a_new_process_with_no_extra_descriptors_or_variables(call):
+    pids = {sh(call, "echo $$").strip() for _ in range(3)}
+    assert len(pids) == 3
+    # A simple command, no pipeline: the shell holds no pipe of its own while ls looks.
+    fds = sh(call, "ls /proc/$$/fd; readlink /proc/$$/fd/0; [ -z \"${__runner_cmd+x}\" ] && echo no-helper-variable")
+    assert fds.splitlines() == ["0", "1", "2", "/dev/null", "no-helper-variable"]
+    assert sh(call, "cat; echo read-nothing") == "read-nothing\n"  # stdin is /dev/null, not a pipe
+
+
+def test_a_killed_spare_shell_costs_the_next_call_nothing(call):
+    """The shell kept ready for the next call is a process like any other in the sandbox: a job
+    that kills it makes the next call start its own."""
+    sh(call, "(sleep 0.5; pkill -KILL -P $PPID -f __runner_cmd) >/dev/null 2>&1 &")
+    time.sleep(1.5)
+    assert sh(call, "echo still; exit 0") == "still\n"
+    assert sh(call, "echo and again") == "and again\n"
+
+
+def test_a_command_with_a_nul_is_refused_either_way(call):
+    res = call("bash", {"command": "echo a\0b"})
+    assert res.is_error and "NUL" in res.text
+    res = call("exec", {"command": "echo a\0b", "input": "x"})
+    assert res.is_error and "NUL" in res.text
+    assert sh(call, "echo fine") == "fine\n"
+
+
+def test_a_syntax_error_and_exit_codes_are_those_of_bash_c(call):
+    res = call("bash", {"command": "if"})
+    assert res.is_error and "syntax error" in res.text and res.meta["exit_code"] == 2
+    res = call("bash", {"command": "echo partial; exit 7"})
+    assert res.is_error and res.meta["exit_code"] == 7 and res.text.startswith("partial\n")
+    res = call("bash", {"command": "echo $LINENO\necho $LINENO"})
+    assert res.text == "1\n2\n"
+
+
+def test_cwd_and_input_start_their_own_shell(call, workspace):
+    (workspace / "sub").mkdir()
+    assert sh(call, "pwd", cwd="sub").endswith("/sub\n")
+    assert ok(call("exec", {"command": "cat", "input": "fed\n"})) == "fed\n"
+    assert not sh(call, "pwd").endswith("/sub\n")
+
+
+def test_output_streams_while_the_command_runs_and_the_last_piece_comes_with_the_result(runner):
+    """The agent holds a call's output only while more follows at once: what a command prints
+    before it goes quiet is streamed on its own, and only the last piece rides with the result."""
+    sandbox = runner.session.acquire()
+    events: list[tuple[str, str]] = []
+    msg = sandbox.call("s1", "bash", {"command": "echo first; sleep 2; echo second"}, 60,
+                       on_output=lambda text: events.append(("output", text)))
+    assert events == [("output", "first\n"), ("output", "second\n")]
+    assert msg["op"] == "result" and msg["meta"]["exit_code"] == 0
