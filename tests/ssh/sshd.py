@@ -84,6 +84,9 @@ def descendants(root: int) -> list[int]:
 
 
 def make_sshd(tmp: Path) -> Sshd:
+    """SetEnv SHLVL=1: bash, run by sshd, then skips root's ~/.bashrc. On these machines it runs
+    `pyenv init`, whose rehash takes a lock file that stop()'s SIGKILL can leave behind: every
+    later python3 through pyenv's shims then waits 60 s for it (the ssh tests' flake of 17:47)."""
     tmp.mkdir(parents=True, exist_ok=True)
     keygen(tmp / "hostkey")
     keygen(tmp / "client")
@@ -101,6 +104,7 @@ UsePAM no
 StrictModes no
 PermitRootLogin prohibit-password
 Subsystem sftp internal-sftp
+SetEnv SHLVL=1
 """)
     host_pub = (tmp / "hostkey.pub").read_text().split()
     (tmp / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
