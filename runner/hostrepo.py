@@ -136,7 +136,7 @@ class Place:
     def repository(self) -> tuple[str, str] | None:
         """(work tree, git dir) of the nearest `.git` from here up to the root, checked; None if
         there is none."""
-        for d, fd in zip(reversed(self.dirs), reversed(self.fds)):
+        for d, fd in zip(reversed(self.dirs), reversed(self.fds), strict=False):
             try:
                 st = os.lstat(".git", dir_fd=fd)
             except FileNotFoundError:

@@ -221,7 +221,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         if res.timed_out:
             err = TimeoutError(f"Command timed out after {timeout} seconds")
             if stdout or stderr:
-                setattr(err, "truncated_output", stdout + stderr)
+                err.truncated_output = stdout + stderr
             raise err
         if res.output_limited:
             raise OutputLimitExceededError(SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE_STR, stdout + stderr)

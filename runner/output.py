@@ -2,7 +2,6 @@
 the answer, and kept whole for the session so the `result` tool can page through it."""
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass

@@ -1,7 +1,6 @@
 """`runner tools`, `runner call` and `runner session`: tool calls from the command line."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 

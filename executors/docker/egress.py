@@ -93,7 +93,7 @@ def run_tables(argv: list[str], timeout: float = TABLES_TIMEOUT) -> subprocess.C
                 proc.kill()
                 proc.wait()
                 raise EgressUnavailable(f"`{os.path.basename(argv[0])} {' '.join(argv[1:])}` did not finish within "
-                                        f"{timeout:g} s (killed); the host firewall is not answering")
+                                        f"{timeout:g} s (killed); the host firewall is not answering") from None
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(argv, code, out.read().decode("utf-8", "replace"),

@@ -37,6 +37,7 @@ class DockerPlacement(Placement):
     def __init__(self, config: DockerBackend, setting: Setting) -> None:
         super().__init__(config, setting)
         self.egress = None  # executors.docker.egress.Egress in allowlist mode, once open()
+        self._scanned: set[str] = set()  # the operator's mount sources already looked through
 
     @property
     def workspace(self) -> str:
@@ -128,8 +129,8 @@ class DockerPlacement(Placement):
         st = ws.stat()
         mounts = [Mount(source=str(ws), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro", scan=False)]
         mounts += self.protection_mounts(protected)
-        mounts += [m.to_mount(ws) for m in pol.mounts]
-        mounts += [Mount(source=str(t.host), target=t.sandbox, read_only=True) for t in tools]
+        mounts += [self._scan_once(m.to_mount(ws)) for m in pol.mounts]
+        mounts += [self._scan_once(Mount(source=str(t.host), target=t.sandbox, read_only=True)) for t in tools]
         net = {"network": "none", "env": dict(SANDBOX_ENV)}
         if self.egress is not None:
             net = {"network": self.egress.sandbox_network, "dns": self.egress.sandbox_dns,
@@ -142,6 +143,21 @@ class DockerPlacement(Placement):
         """Labels of the sandboxes: a tenant's carry runner.tenant=NAME (runner serve finds them by it)."""
         tenant = self.setting.policy.tenant
         return {"runner.role": "agent", **({"runner.tenant": tenant} if tenant else {})}
+
+    def _scan_once(self, mount):
+        """An operator's directory (a policy mount, a tool folder) is looked through for sockets
+        and devices (up to 20,000 entries) once per session, not at every sandbox's creation:
+        checked here the first time (InvalidConfig, as the executor would say), then mounted
+        with scan off. Sources in the workspace are never scanned (their contents are the
+        sandbox's own); the other checks (root, /proc, a socket itself) run every time."""
+        from executors.docker.config import check_mount
+
+        if not mount.scan:
+            return mount
+        if mount.source not in self._scanned:
+            check_mount(mount)
+            self._scanned.add(mount.source)
+        return mount.model_copy(update={"scan": False})
 
     def executor(self, cfg):
         """The executor of one sandbox (a cluster backend returns its own from the same config)."""

@@ -75,9 +75,9 @@ def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes |
                                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
     except FileNotFoundError as e:
-        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror}){interpreter_hint(argv)}")
+        raise ToolError(f"cannot run {argv[0]}: not found ({e.strerror}){interpreter_hint(argv)}") from None
     except PermissionError as e:
-        raise ToolError(f"cannot run {argv[0]}: permission denied ({e.strerror})")
+        raise ToolError(f"cannot run {argv[0]}: permission denied ({e.strerror})") from None
     bufs = {"out": bytearray(), "err": bytearray()}
     dropped = [0]
 
@@ -309,12 +309,12 @@ def _describe_script(ctx: Ctx, path: str, timeout: float) -> dict:
         try:
             meta = json.loads(text)
         except ValueError as e:
-            raise DescribeError(f"describe printed invalid JSON ({e}): {text[:120]!r}")
+            raise DescribeError(f"describe printed invalid JSON ({e}): {text[:120]!r}") from None
     else:
         try:
             meta = parse_text_schema(text)
         except DescribeError as e:
-            raise DescribeError(f"describe printed neither JSON nor the text form: {e}")
+            raise DescribeError(f"describe printed neither JSON nor the text form: {e}") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not NAME.match(meta["name"]):
         raise DescribeError(f"describe gave no valid name (letters, digits, _ and -): {str(meta)[:120]!r}")
     if not isinstance(meta.get("description"), str) or not meta["description"].strip():
@@ -347,7 +347,7 @@ def _describe_harness(ctx: Ctx, kind: str, path: str, timeout: float, pythonpath
     try:
         meta = json.loads(_text(out))
     except ValueError as e:
-        raise DescribeError(f"{what} printed invalid JSON ({e})")
+        raise DescribeError(f"{what} printed invalid JSON ({e})") from None
     if not isinstance(meta.get("parameters"), dict):
         raise DescribeError("the parameters must be a JSON Schema object")
     name = name or meta.get("name")
@@ -446,14 +446,14 @@ def run(ctx: Ctx, args: dict) -> dict:
         try:
             argv = [path] + shlex.split(args.get("args") or "")
         except ValueError as e:
-            raise ToolError(f"cannot split args into words: {e} (check the quotes)")
+            raise ToolError(f"cannot split args into words: {e} (check the quotes)") from None
         code, out, _, timed_out, dropped = run_captured(argv, ctx.workspace, ctx.env, timeout, merge=True)
         text = _text(out)
     elif kind == "script":
         try:
             argv = interpreter(path) + [path]
         except DescribeError as e:
-            raise ToolError(str(e))
+            raise ToolError(str(e)) from None
         params = [{"name": k, "value": v} for k, v in (args.get("params") or {}).items()]
         env = dict(ctx.env, TOOL_ACTION="execute")
         code, out, err, timed_out, dropped = run_captured(argv, ctx.workspace, env, timeout,

@@ -49,9 +49,9 @@ def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict
         p = subprocess.run(["git", *pre, *argv], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
                            capture_output=True, timeout=timeout)
     except FileNotFoundError:
-        raise ToolError(f"git_{op} error: git is not installed in this sandbox")
+        raise ToolError(f"git_{op} error: git is not installed in this sandbox") from None
     except subprocess.TimeoutExpired:
-        raise ToolError(f"git_{op} error: timed out after {timeout:g}s")
+        raise ToolError(f"git_{op} error: timed out after {timeout:g}s") from None
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
@@ -107,7 +107,7 @@ def _words(op: str, args: dict) -> list:
     option, and `--upload-pack=`, `--receive-pack=` or `--exec=` run a program (git pull hands
     them to fetch past any `--`, so refusing is the only defence there)."""
     words = [args.get("remote") or "origin"] + ([args["branch"]] if args.get("branch") else [])
-    for key, w in zip(("remote", "branch"), words):
+    for key, w in zip(("remote", "branch"), words, strict=False):
         if not isinstance(w, str) or w.startswith("-"):
             raise ToolError(f"git_{op} error: {key} {w!r} must not start with '-' (git would read it as an option)")
     return words

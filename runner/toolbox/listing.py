@@ -188,7 +188,7 @@ def grep(ctx: Ctx, args: dict):
     try:
         rx = re.compile(re.escape(pattern) if args.get("literal") else pattern, flags)
     except re.error as e:
-        raise ToolError(f"bad regular expression {pattern!r}: {e}; set literal to search for the text itself")
+        raise ToolError(f"bad regular expression {pattern!r}: {e}; set literal to search for the text itself") from None
     start = paths.resolve(ctx, args.get("path") or ".")
     if not os.path.exists(start):
         raise ToolError(f"path not found: {args.get('path')}")

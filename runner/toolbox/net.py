@@ -46,7 +46,7 @@ def check_url(ctx: Ctx, url: str):
     try:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except OSError as e:
-        raise ToolError(f"could not resolve {host}: {e}")
+        raise ToolError(f"could not resolve {host}: {e}") from None
     for info in infos:
         addr = ipaddress.ip_address(info[4][0])
         bad = addr.is_link_local or addr.is_loopback or addr.is_private or addr.is_multicast or addr.is_reserved \
@@ -81,8 +81,8 @@ class _Text(html.parser.HTMLParser):
             self.out.append(data)
 
     def text(self) -> str:
-        lines = [" ".join(l.split()) for l in "".join(self.out).split("\n")]
-        return "\n".join(l for l in lines if l)
+        lines = [" ".join(x.split()) for x in "".join(self.out).split("\n")]
+        return "\n".join(x for x in lines if x)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -111,7 +111,7 @@ def http_fetch(ctx: Ctx, args: dict):
         except urllib.error.HTTPError as e:
             resp = e
         except OSError as e:
-            raise ToolError(f"fetching {url} failed: {getattr(e, 'reason', e)}")
+            raise ToolError(f"fetching {url} failed: {getattr(e, 'reason', e)}") from None
         status = resp.status if hasattr(resp, "status") else resp.code
         if status in (301, 302, 303, 307, 308) and resp.headers.get("Location"):
             nxt = urllib.parse.urljoin(url, resp.headers["Location"])

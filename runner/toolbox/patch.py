@@ -33,7 +33,7 @@ def parse(patch: str) -> list[Change]:
 
 def _parse_envelope(text: str) -> list[Change]:
     lines = text.split("\n")
-    start = next(i for i, l in enumerate(lines) if l.strip() == "*** Begin Patch")
+    start = next(i for i, line in enumerate(lines) if line.strip() == "*** Begin Patch")
     changes: list[Change] = []
     cur: Change | None = None
     ended = False
@@ -112,14 +112,14 @@ def _parse_unified(text: str) -> list[Change]:
                     new_left = int(m.group(4) or 1)
                     i += 1
                     while i < len(lines) and (old_left > 0 or new_left > 0):
-                        l = lines[i]
-                        if l.startswith("\\"):
+                        ln = lines[i]
+                        if ln.startswith("\\"):
                             i += 1
                             continue
-                        op = l[:1] or " "
+                        op = ln[:1] or " "
                         if op not in " -+":
                             break
-                        hunk["lines"].append((op, l[1:]))
+                        hunk["lines"].append((op, ln[1:]))
                         old_left -= op in " -"
                         new_left -= op in " +"
                         i += 1

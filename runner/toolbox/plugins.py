@@ -43,7 +43,7 @@ class Plugin:
             self.proc = subprocess.Popen(self.argv, cwd=ctx.workspace, env=ctx.env, start_new_session=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as e:
-            raise ToolError(f"cannot start plugin {path}: {e.strerror or e}")
+            raise ToolError(f"cannot start plugin {path}: {e.strerror or e}") from None
         self.err_reader = threading.Thread(target=self._stderr, daemon=True)
         self.err_reader.start()
 
@@ -84,7 +84,7 @@ class Plugin:
         except (OSError, ValueError):
             self.kill()
             raise PluginGone(f"plugin {self.path} is not reading its input (exit code "
-                             f"{self.proc.poll()}){self._last_words()}; it will be started again on the next call")
+                             f"{self.proc.poll()}){self._last_words()}; it will be started again on the next call") from None
         deadline = time.monotonic() + timeout
         fd = self.proc.stdout.fileno()
         while True:

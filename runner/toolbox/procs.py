@@ -430,7 +430,7 @@ def process(ctx: Ctx, args: dict):
             job.proc.stdin.write(data.encode("utf-8"))
             job.proc.stdin.flush()
         except (OSError, ValueError):
-            raise ToolError(f"pid {pid} no longer reads its input ({status})")
+            raise ToolError(f"pid {pid} no longer reads its input ({status})") from None
         return f"sent {len(data)} characters to pid {pid}"
     if action in ("signal", "kill"):
         name = "KILL" if action == "kill" else str(args.get("signal") or "TERM").upper().replace("SIG", "")

@@ -56,7 +56,7 @@ def memory_search(ctx: Ctx, args: dict):
     avg = sum(len(t) for t in tokenised) / len(tokenised) or 1
     n = len(docs)
     scored = []
-    for d, toks in zip(docs, tokenised):
+    for d, toks in zip(docs, tokenised, strict=True):
         score = 0.0
         for term in set(terms):
             tf = toks.count(term)

@@ -36,6 +36,7 @@ def test_gc_removes_orphans_and_spares_live_sandboxes(run_cli, docker_client):
             ex.stop()
 
 
+@pytest.mark.docker
 def test_doctor_reports_engine_and_images(run_cli):
     p = run_cli("doctor")
     out = p.stdout.decode()
@@ -48,6 +49,7 @@ def test_doctor_without_engine_fails_with_a_fix(run_cli, tmp_path):
     assert p.returncode == 69 and "[FAIL] engine" in p.stdout.decode() and "dockerd" in p.stdout.decode()
 
 
+@pytest.mark.docker
 def test_images_build_does_nothing_when_current_and_list_shows_them(run_cli):
     p = run_cli("images", "build")
     assert p.returncode == 0 and "building" not in p.stderr.decode() and "up to date" in p.stderr.decode()

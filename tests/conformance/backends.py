@@ -1,9 +1,12 @@
-"""The backends the conformance battery runs against, each a context manager yielding
-(executor, workspace path inside the sandbox). Add a backend here and it must pass every test."""
+"""The backends the conformance battery (executors/conformance.py) runs against, each a context
+manager yielding (executor, workspace path inside the sandbox, conformance.Traits). Add a backend
+here and it must pass every check."""
 from __future__ import annotations
 
 import contextlib
 import os
+
+from executors.conformance import Traits
 
 
 @contextlib.contextmanager
@@ -11,7 +14,7 @@ def local(tmp_path):
     from executors.local import LocalExecutor
 
     with LocalExecutor(tmp_path) as ex:
-        yield ex, str(tmp_path)
+        yield ex, str(tmp_path), Traits()
 
 
 def _docker(lifecycle: str):
@@ -23,7 +26,7 @@ def _docker(lifecycle: str):
         ex = DockerExecutor(lifecycle=lifecycle, mounts=[Mount(source=str(tmp_path), target="/workspace")],
                             workdir="/workspace", labels={"runner.test": "conformance"})
         with ex:
-            yield ex, "/workspace"
+            yield ex, "/workspace", Traits(switches_users=True, creates_missing_cwd=lifecycle == "per-call")
 
     return make
 
@@ -41,7 +44,7 @@ def ssh(tmp_path):
     try:
         with SSHExecutor(host="127.0.0.1", port=server.port, user="root", key_file=server.client_key,
                          known_hosts=server.known_hosts, workdir=str(ws)) as ex:
-            yield ex, str(ws)
+            yield ex, str(ws), Traits()
     finally:
         server.stop()
 
@@ -57,8 +60,8 @@ def swarm(tmp_path, cluster):
         os.chmod(tmp_path, 0o777)
         ex = SwarmExecutor(engines=cluster.engines(), mounts=[Mount(source=str(tmp_path), target="/workspace")],
                            workdir="/workspace", labels={"runner.test": "conformance"})
-        with ex:
-            yield ex, "/workspace"
+        with ex:  # commands by `docker exec` into the service's container, as docker per-session
+            yield ex, "/workspace", Traits(switches_users=True)
 
     return make()
 

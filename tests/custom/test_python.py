@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import shutil
 import sys
 import tomllib
 
@@ -27,7 +26,7 @@ def install_dist(site, name: str, version: str, modules: dict, entry_points: dic
         (site / rel).write_text(src)
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
     (info / "METADATA").write_text("\n".join(meta) + "\n")
     (info / "entry_points.txt").write_text("[runner.tools]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
     tops = sorted({rel.split("/")[0].removesuffix(".py") for rel in modules})

@@ -4,7 +4,6 @@ container is gone afterwards. The model is inspect's mockllm with its output and
 without usage, mockllm counts tokens with tiktoken, which downloads its encoding (network)."""
 from __future__ import annotations
 
-import pytest
 
 
 def test_an_eval_with_sandbox_runner_runs_end_to_end(tmp_path, no_leaks, docker_client):

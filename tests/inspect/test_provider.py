@@ -46,6 +46,7 @@ async def test_a_policy_file_gives_the_sandbox_its_limits(no_leaks, tmp_path):
         await RunnerSandboxEnvironment.sample_cleanup("provider", None, envs, False)
 
 
+@pytest.mark.docker
 async def test_a_missing_image_fails_the_task_at_init_with_runners_message():
     from executors.errors import ImageNotFound
 

@@ -114,7 +114,7 @@ def start_http(env, server_args, docker_client):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-            raise AssertionError("runner mcp --http did not exit on SIGTERM")
+            raise AssertionError("runner mcp --http did not exit on SIGTERM") from None
         left = containers_of(docker_client, proc.pid)
         for cid in left:
             docker_client.api.remove_container(cid, force=True)

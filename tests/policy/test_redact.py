@@ -88,7 +88,7 @@ PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3a
 
 @pytest.mark.parametrize("text, expected", [
     (f"key {AWS_KEY} here", "key [REDACTED:aws-access-key] here"),
-    (f"ASIAY34FZKBOKMUTVV7A", "[REDACTED:aws-access-key]"),
+    ("ASIAY34FZKBOKMUTVV7A", "[REDACTED:aws-access-key]"),
     (f"aws_secret_access_key = {AWS_SECRET}", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
     (f'"AWS_SECRET_ACCESS_KEY": "{AWS_SECRET}"', '"AWS_SECRET_ACCESS_KEY": "[REDACTED:aws-secret-key]"'),
     (f"export AWS_SESSION_TOKEN={AWS_SECRET}xyzABC", "export AWS_SESSION_TOKEN=[REDACTED:aws-secret-key]"),

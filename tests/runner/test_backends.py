@@ -134,3 +134,31 @@ def test_tool_folders_are_found_once_per_runner(tmp_path, monkeypatch):
     r.session.make_sandbox()
     assert len(calls) == 2
     r.close()
+
+
+def test_an_operators_mount_is_looked_through_once_per_session(tmp_path, monkeypatch):
+    """A policy mount of the operator's directory is scanned for sockets and devices (up to
+    20,000 entries) once, not at every sandbox's creation; a socket there is still refused."""
+    import socket
+
+    from executors.docker import config
+    from executors.errors import InvalidConfig
+
+    data = tmp_path / "data"
+    data.mkdir()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    scans = []
+    real = config._why_unsafe
+    monkeypatch.setattr(config, "_why_unsafe", lambda path, scan: scans.append((str(path), scan)) or real(path, scan))
+    pol = Policy.model_validate({"mounts": [{"source": str(data), "target": "/data"}]})
+    p = DockerBackend().placement(Setting(ws, pol, "s1"))
+    for _ in range(3):
+        cfg = p.sandbox_config([], [])
+        cfg.validate_mounts()  # what the executor does with it
+    assert [s for s in scans if s == (str(data), True)] == [(str(data), True)]
+    assert [m.scan for m in cfg.mounts if m.target == "/data"] == [False]
+    with socket.socket(socket.AF_UNIX) as sock:  # a fresh session looks again, and refuses
+        sock.bind(str(data / "s.sock"))
+        with pytest.raises(InvalidConfig, match="socket"):
+            DockerBackend().placement(Setting(ws, pol, "s2")).sandbox_config([], [])

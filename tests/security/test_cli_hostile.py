@@ -73,7 +73,7 @@ def test_deeply_nested_call_arguments_are_a_usage_error(tmp_path):
 @pytest.mark.parametrize("text, says", [
     ("tools:\n  allow: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested"),
     ("a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
-        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi"))
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
      + "tools: {allow: *i}\n", "aliases"),
 ])
 def test_hostile_policy_files_are_refused_with_a_clear_line(tmp_path, text, says):

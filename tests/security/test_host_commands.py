@@ -25,6 +25,9 @@ VENV_BIN = Path(sys.executable).parent  # `runner host-shell` on the host (this 
 RULES = [{"name": "git", "args_prefix": [sub]} for sub in ("push", "pull", "fetch", "status")]
 
 
+pytestmark = [pytest.mark.docker, pytest.mark.sshd]  # tools in a docker sandbox, host commands over a real sshd
+
+
 def git(*args, cwd=None, env=None, check=True) -> subprocess.CompletedProcess:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=check, capture_output=True, text=True, timeout=60)
 

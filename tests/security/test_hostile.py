@@ -154,7 +154,7 @@ def test_link_swapped_between_check_and_use(hostile):
     r, _, _ = hostile
     bash(r, "mkdir -p swap; (for i in $(seq 3000); do mv swap swap.d; ln -s / swap; rm swap; mv swap.d swap; done) "
             ">/dev/null 2>&1 &")
-    for i in range(40):
+    for _ in range(40):
         r.call("write", {"path": "swap/etc/passwd", "content": "pwned\n"})
     assert "pwned" not in bash(r, "cat /etc/passwd").text
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import glob
 import importlib
-import shutil
 
 import pytest
 
 from runner import Runner
 
-from ..custom.conftest import EXAMPLES, PLUGIN, install
+from ..custom.conftest import PLUGIN, install
 from ..custom.test_python import install_dist
 
 
