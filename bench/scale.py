@@ -171,7 +171,7 @@ def throughput_section(n: int, quick: bool, results: dict):
                 it = iter(range(10 ** 9))
                 lock = threading.Lock()
 
-                def one():
+                def one(lock=lock, runners=runners, it=it, clients=clients):
                     with lock:
                         r = runners[next(it) % clients]
                     res = r.call("bash", {"command": "echo hi"})

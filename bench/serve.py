@@ -71,7 +71,7 @@ def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as c:
                 sid = c.post("/v1/sessions", json={}).json()["id"]
                 c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})  # the sandbox starts
-                for i in range(calls):
+                for _ in range(calls):
                     t = time.perf_counter()
                     r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})
                     dt = time.perf_counter() - t

@@ -23,7 +23,6 @@ What the docker backend's hardening becomes on a service (Docker 20.10, API 1.41
 """
 from __future__ import annotations
 
-import os
 import posixpath
 import threading
 import time

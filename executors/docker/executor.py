@@ -19,7 +19,7 @@ from ..errors import EngineUnavailable, SandboxGone
 from ..models import ExecRequest
 from . import labels as L
 from .config import SandboxConfig, create_kwargs
-from .engine import require_image, shared_client
+from .engine import connect, require_image, shared_client
 from .process import PID_WRAPPER, ContainerProcess, ExecProcess
 
 KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]

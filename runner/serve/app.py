@@ -79,12 +79,12 @@ async def parse(request: Request, model: type[BaseModel]) -> Any:
     try:
         obj = loads(raw) if raw.strip() else {}
     except ValueError as e:
-        raise Problem(422, [{"loc": ["body"], "msg": f"the body is not valid JSON: {e}", "type": "json_invalid"}])
+        raise Problem(422, [{"loc": ["body"], "msg": f"the body is not valid JSON: {e}", "type": "json_invalid"}]) from None
     try:
         return model.model_validate(obj)
     except ValidationError as e:
         raise Problem(422, [{"loc": ["body", *e_["loc"]], "msg": e_["msg"], "type": e_["type"]}
-                            for e_ in e.errors(include_url=False, include_input=False)])
+                            for e_ in e.errors(include_url=False, include_input=False)]) from None
 
 
 # -- the app -----------------------------------------------------------------------------------
@@ -125,9 +125,9 @@ def create_app(state: State) -> FastAPI:
         try:
             return await blocking(state.sessions.use, grant, sid)
         except NotFound as e:
-            raise Problem(404, str(e))
+            raise Problem(404, str(e)) from None
         except Gone as e:
-            raise Problem(410, str(e))
+            raise Problem(410, str(e)) from None
 
     @app.get("/v1/health")
     async def health():
@@ -174,7 +174,7 @@ def create_app(state: State) -> FastAPI:
         try:
             sid = await blocking(state.sessions.create, grant, name)
         except Full as e:
-            raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)})
+            raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
         return {"id": sid, "policy": name}
 
     @app.get("/v1/sessions")
@@ -186,9 +186,9 @@ def create_app(state: State) -> FastAPI:
         try:
             row = await blocking(state.sessions.row, grant, sid)
         except NotFound as e:
-            raise Problem(404, str(e))
+            raise Problem(404, str(e)) from None
         except Gone as e:
-            raise Problem(410, str(e))
+            raise Problem(410, str(e)) from None
         return {"id": row.id, "policy": row.policy, "created": row.created, "last_used": row.last_used}
 
     @app.delete("/v1/sessions/{sid}", status_code=204)
@@ -196,9 +196,9 @@ def create_app(state: State) -> FastAPI:
         try:
             await blocking(state.sessions.row, grant, sid)
         except NotFound as e:
-            raise Problem(404, str(e))
+            raise Problem(404, str(e)) from None
         except Gone as e:
-            raise Problem(410, str(e))
+            raise Problem(410, str(e)) from None
         with anyio.CancelScope(shield=True):
             await blocking(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
@@ -362,9 +362,9 @@ def _put(live, path: str, data: bytes) -> None:
         rel = "/".join(F.parts(path))
         r.guard.check_writable(r.workspace / rel)
     except UnsafePath as e:
-        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
     except ProtectedPath as e:
-        raise Problem(403, str(e))
+        raise Problem(403, str(e)) from None
     quota = r.policy.limits.workspace
     if quota and workspace_usage(r.workspace, stop_after=quota + 1) + len(data) > quota:
         raise Problem(413, f"the workspace quota ({quota} bytes) would be exceeded: remove files first")
@@ -373,9 +373,9 @@ def _put(live, path: str, data: bytes) -> None:
         try:
             F.write(r.workspace, path, data, owner=(st.st_uid, st.st_gid))
         except UnsafePath as e:
-            raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+            raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
         except (IsADirectoryError, NotADirectoryError) as e:
-            raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}])
+            raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}]) from None
 
 
 def _get(live, path: str) -> bytes:
@@ -384,14 +384,14 @@ def _get(live, path: str) -> bytes:
     try:
         return F.read(live.runner.workspace, path, MAX_FILE_SEND)
     except UnsafePath as e:
-        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}])
+        raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
     except FileNotFoundError:
-        raise Problem(404, f"no file {path[:300]} in the workspace")
+        raise Problem(404, f"no file {path[:300]} in the workspace") from None
     except (IsADirectoryError, NotADirectoryError):
         raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path[:300]} is not a regular file",
-                             "type": "value_error"}])
+                             "type": "value_error"}]) from None
     except F.TooLarge as e:
-        raise Problem(413, str(e))
+        raise Problem(413, str(e)) from None
 
 
 # -- exec --------------------------------------------------------------------------------------
@@ -405,7 +405,7 @@ def _exec(grant: T.Grant, image: str, body: ExecIn) -> dict:
     try:
         cfg = build_config(ExecOptions(cmd=list(body.cmd), image=image, timeout=body.timeout))
     except UsageError as e:
-        raise Problem(422, [{"loc": ["body"], "msg": str(e), "type": "value_error"}])
+        raise Problem(422, [{"loc": ["body"], "msg": str(e), "type": "value_error"}]) from None
     cfg = cfg.model_copy(update={"labels": {**cfg.labels, "runner.tenant": grant.name, "runner.role": "serve-exec"}})
     out = {"stdout": bytearray(), "stderr": bytearray()}
     cut = {"stdout": 0, "stderr": 0}

@@ -30,7 +30,7 @@ def read(workspace: Path, rel: str, max_bytes: int) -> bytes:
     with open_dir(workspace, parent) as d:
         try:
             fd = os.open(name, _READ, dir_fd=d.fd)
-        except OSError as e:
+        except OSError:
             st = _lstat(d.fd, name)
             if st is not None and stat.S_ISLNK(st.st_mode):
                 raise UnsafePath(f"{rel} is a symbolic link: links in the workspace are not followed") from None

@@ -194,7 +194,7 @@ class Sessions:
                 D.Session.state == "open",
                 (D.Session.last_used < now - lim.idle_timeout) | (D.Session.created < now - lim.max_lifetime))).all()
         closed = []
-        for sid, last_used, created in due:
+        for sid, _last_used, created in due:
             busy = self.live.get(sid)
             if busy is not None and busy.lock.locked():
                 continue  # a call is running: it is not idle

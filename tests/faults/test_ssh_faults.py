@@ -16,7 +16,7 @@ from executors.ssh import SSHConfig
 from runner import Runner
 from runner.core import CALL_GRACE
 
-from ..ssh.sshd import SSHD, Sshd, descendants, make_sshd
+from ..ssh.sshd import SSHD, Sshd, make_sshd
 
 TIMEOUT = 120  # the in-flight call's own timeout
 

@@ -61,7 +61,7 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise AssertionError("runner serve did not exit on SIGTERM")
+            raise AssertionError("runner serve did not exit on SIGTERM") from None
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def start_server(docker_client):
         url = line.split("listening on ")[1].split()[0]
         server = Server(proc, url)
         server.stderr = lines
-        threading.Thread(target=lambda: lines.extend(l.decode() for l in proc.stderr), daemon=True).start()
+        threading.Thread(target=lambda: lines.extend(line.decode() for line in proc.stderr), daemon=True).start()
         started.append(server)
         return server
 
