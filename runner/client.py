@@ -16,7 +16,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from .errors import RunnerError
+from .errors import ErrorType, RunnerError
 from .results import ToolResult
 
 
@@ -60,7 +60,7 @@ class RemoteRunner:
         try:
             out = self._request("POST", f"/v1/sessions/{self.session_id}/calls", {"tool": tool, "args": args or {}})
         except _RateLimited as e:
-            return ToolResult.error(str(e), error_type="gated", retry_after=e.retry_after)
+            return ToolResult.error(str(e), error_type=ErrorType.GATED, retry_after=e.retry_after)
         return ToolResult.model_validate(out)
 
     def put_file(self, path: str, data: bytes) -> None:
@@ -92,7 +92,7 @@ class RemoteRunner:
         return json.loads(payload) if payload else None
 
 
-class _RateLimited(Exception):
+class _RateLimited(RunnerError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = retry_after

@@ -68,21 +68,21 @@ def _final_sweep():
         client.api.remove_container(c["Id"], force=True)
 
 
-ENGINE_FIXTURES = {"docker_client", "no_leaks"}
+ENGINE_FIXTURES = {"docker_client", "no_leaks", "swarm_cluster", "cluster", "engine", "private_engine"}
 SSHD_FIXTURES = {"sshd", "ssh_config"}
 
 
 def pytest_collection_modifyitems(config, items):
     """Markers by what a test needs. `docker` (the engine): the tests marked by hand, the ones
     using an engine fixture, and the docker variants of parametrized tests (an id part starting
-    with docker). `sshd` (a real sshd on loopback, seconds per test): its fixtures, and the ssh
+    with docker, swarm or runsc). `sshd` (a real sshd on loopback, seconds per test): its fixtures, and the ssh
     variants. `make test-fast` runs the rest with no engine reachable, so a test that needs one
     and is not marked fails there instead of passing by luck."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         ids = callspec.id.split("-") if callspec is not None else []
         names = set(getattr(item, "fixturenames", ()))
-        if ENGINE_FIXTURES & names or any(p.startswith("docker") for p in ids):
+        if ENGINE_FIXTURES & names or any(p.startswith(("docker", "swarm", "runsc")) for p in ids):
             item.add_marker(pytest.mark.docker)
         if SSHD_FIXTURES & names or "ssh" in ids:
             item.add_marker(pytest.mark.sshd)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import ErrorType, RunnerError
 from ..results import ToolResult
 
 
@@ -30,7 +31,7 @@ class DialectArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class DialectArgError(Exception):
+class DialectArgError(RunnerError):
     """Arguments that do not fit the dialect's schema; the message is in the seed's words."""
 
 
@@ -255,11 +256,11 @@ class Dialect:
         if row is None:
             return runner._call(native, args, call_id, meta)
         if not isinstance(args, dict):
-            return ToolResult.error(f"invalid arguments for {tool}: expected a JSON object", error_type="validation")
+            return ToolResult.error(f"invalid arguments for {tool}: expected a JSON object", error_type=ErrorType.VALIDATION)
         try:
             dargs, nargs = row.translate(args, self)
         except DialectArgError as e:
-            return ToolResult.error(str(e), error_type="validation")
+            return ToolResult.error(str(e), error_type=ErrorType.VALIDATION)
         res = runner._call(native, nargs, call_id, meta)
         res.content = runner.redactor.redact_obj(res.content)
         a = Answer(res, dargs, nargs, runner, self, row)
@@ -283,7 +284,7 @@ class Dialect:
         if why:
             names = ", ".join(s.name for s in self.specs(runner))
             shown = "" if tool == native else f"{tool} (runner's {native}): "
-            return ToolResult.error(f"{shown}{why}; allowed here: {names or '(no tools)'}", error_type="gated")
+            return ToolResult.error(f"{shown}{why}; allowed here: {names or '(no tools)'}", error_type=ErrorType.GATED)
         try:
             args_size(None, Call(tool, None, args))
         except Refusal as e:
@@ -308,10 +309,10 @@ class Dialect:
         name = str(tool)[:100]
         if isinstance(tool, str) and tool in self.not_offered:
             return ToolResult.error(f"{name} is not offered by runner's {self.name} dialect: {self.not_offered[tool]}",
-                                    error_type="validation")
+                                    error_type=ErrorType.VALIDATION)
         names = ", ".join(s.name for s in self.specs(runner))
         return ToolResult.error(f"unknown tool: {name}. Tools that exist here ({self.name} dialect): {names}",
-                                error_type="validation")
+                                error_type=ErrorType.VALIDATION)
 
     def invalid_text(self, tool: Tool, e: ValidationError) -> str:
         problems = []

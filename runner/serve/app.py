@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
+from ..errors import RunnerError
 from . import files as F
 from . import tenants as T
 from .db import Database
@@ -46,7 +47,7 @@ class State:
     extra: dict = field(default_factory=dict)
 
 
-class Problem(Exception):
+class Problem(RunnerError):
     def __init__(self, status: int, detail: Any, headers: dict | None = None) -> None:
         self.status, self.detail, self.headers = status, detail, headers or {}
 
@@ -473,5 +474,5 @@ class BodyLimit:
                 await too_big(scope, receive, send)
 
 
-class _Over(Exception):
+class _Over(RunnerError):
     pass

@@ -7,13 +7,14 @@ import os
 import stat
 from pathlib import Path
 
+from ..errors import RunnerError
 from ..wspath import UnsafePath, make_dirs, open_dir, parts
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class TooLarge(Exception):
+class TooLarge(RunnerError):
     pass
 
 

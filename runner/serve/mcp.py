@@ -10,6 +10,7 @@ import threading
 import anyio
 import anyio.to_thread
 
+from ..errors import ErrorType
 from ..mcp_server import SESSION_HEADER, Options, Registry, build_server
 from . import tenants as T
 from .sessions import own_workspace
@@ -57,7 +58,7 @@ class TenantRegistry(Registry):
                 retry = T.take_call(state.db, grant)
                 if retry is not None:
                     return ToolResult.error(f"tenant {grant.name} is over its {grant.calls_per_minute} calls per "
-                                            f"minute: retry after {int(retry + 0.999)} s", error_type="gated",
+                                            f"minute: retry after {int(retry + 0.999)} s", error_type=ErrorType.GATED,
                                             retry_after=int(retry + 0.999))
                 return call(tool, args, **kw)
             r.call = counted_call

@@ -22,19 +22,20 @@ from typing import Callable
 
 from sqlalchemy import func, select, update
 
+from ..errors import RunnerError
 from . import db as D
 from .tenants import Grant
 
 
-class NotFound(Exception):
+class NotFound(RunnerError):
     """No such session for this tenant (another tenant's session does not exist for it)."""
 
 
-class Gone(Exception):
+class Gone(RunnerError):
     """The session existed and was closed; str() says why."""
 
 
-class Full(Exception):
+class Full(RunnerError):
     """The tenant has its maximum of open sessions."""
 
 
