@@ -34,12 +34,19 @@ def cluster(swarm_cluster):
         c.activate(node)
         sh("docker", "node", "update", "--label-rm", POOL, node, check=False)
     services = sh("docker", "service", "ls", "-q", "--filter", f"label=runner.owner.pid={os.getpid()}").split()
-    deadline = time.monotonic() + 60  # swarm removes a dead node's containers once it is back
-    while (ours(c.worker) or ours(lambda *a: sh("docker", *a))) and time.monotonic() < deadline:
+
+    def networks():
+        return sh("docker", "network", "ls", "-q", "--filter", "label=runner.swarm.network=true",
+                  "--filter", f"label=runner.owner.pid={os.getpid()}").split()
+
+    # Swarm removes a dead node's containers once it is back, and the manager's engine may list
+    # an overlay network for a moment after the executor removed it (the endpoint of its task is
+    # released asynchronously): both are waited for; nothing is removed here but services.
+    deadline = time.monotonic() + 60
+    while (ours(c.worker) or ours(lambda *a: sh("docker", *a)) or networks()) and time.monotonic() < deadline:
         time.sleep(0.2)
     left = {"services": services, "manager": ours(lambda *a: sh("docker", *a)), "worker": ours(c.worker),
-            "networks": sh("docker", "network", "ls", "-q", "--filter", "label=runner.swarm.network=true",
-                           "--filter", f"label=runner.owner.pid={os.getpid()}").split()}
+            "networks": networks()}
     if services:
         sh("docker", "service", "rm", *services)
     assert not any(left.values()), f"left behind: {left}"
