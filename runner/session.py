@@ -116,19 +116,29 @@ class Session:
     def acquire(self) -> Sandbox:
         """A started sandbox for one op: the session's own (replaced when it died), or a fresh
         one per call. Raises NoSandbox."""
+        died = None
         try:
             with self._lock:
                 if self._pool is None:
                     self.start()
                 if self.lifecycle == "per-call":
                     return self._pool.get()
-                if self._sandbox is None or not self._sandbox.alive:
-                    if self._sandbox is not None:
-                        self._sandbox.close()
-                    self._sandbox = self._pool.get()
-                return self._sandbox
+                old = self._sandbox
+                if old is not None and not old.alive:
+                    # It ended since the last call (killed, its engine gone): whatever the agent
+                    # had there is lost, and the agent is told so once, unless it was already
+                    # told when the sandbox was retired (an OOM kill).
+                    old.close()
+                    self._sandbox = None
+                    if old.retired is None:
+                        died = old.dead or "it ended after the previous call"
+                if died is None:
+                    if self._sandbox is None:
+                        self._sandbox = self._pool.get()
+                    return self._sandbox
         except Exception as e:
             raise NoSandbox(f"could not start a sandbox: {e}") from e
+        raise SandboxDied(died)
 
     def run(self, call_id: str, op: str, args: dict, timeout: float,
             on_output: Callable[[str], None] | None = None) -> dict:

@@ -111,7 +111,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception as e:
                 removed = _gone_or_going(e)
-        if self.config.lifecycle == "per-call" and self._client is not None and self._creating:  # else none is left
+        if self.config.lifecycle == "per-call" and self._client is not None:
             removed = self._remove_all(self._client, self.instance) and removed
         if not removed:
             with _owed_lock:

@@ -34,6 +34,7 @@ class PrivateEngine:
     def start(self) -> "PrivateEngine":
         """Start dockerd and return once it answers (or raise with its log)."""
         assert self.proc is None or self.proc.poll() is not None, "already running"
+        drop_stale_containerd_pid(self.root / "exec" / "containerd")
         log = open(self.root / "dockerd.log", "ab")
         self.proc = subprocess.Popen(self.argv(), stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
@@ -104,6 +105,20 @@ class PrivateEngine:
         for p in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
             subprocess.run(["umount", "-l", p], capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def drop_stale_containerd_pid(state: Path) -> None:
+    """Remove containerd.pid unless it names this engine's own containerd. A containerd that is
+    gone leaves a pid the kernel may have given to another process since: dockerd would take
+    containerd for running and wait for its socket in vain ("timeout waiting for containerd")."""
+    pidfile = state / "containerd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+        ours = str(state / "containerd.toml").encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        pidfile.unlink(missing_ok=True)
 
 
 def pid_alive(pid: int) -> bool:

@@ -22,6 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from ..faults.privengine import drop_stale_containerd_pid
+
 PREFIX = "runner-swarm-test"
 MAIN_ENGINE = "unix:///var/run/docker.sock"
 
@@ -128,6 +130,10 @@ class Cluster:
     def start_worker_engine(self) -> None:
         for stale in ("docker.pid", "docker.sock"):
             (self.dir / stale).unlink(missing_ok=True)
+        # stop_worker_engine's SIGKILL leaves containerd.pid naming a pid the kernel may have
+        # reused since (the failure seen at 18:49: "containerd is still running pid=…", then
+        # "timeout waiting for containerd to start")
+        drop_stale_containerd_pid(self.dir / "exec" / "containerd")
         self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.data_root.mkdir(mode=0o700, parents=True, exist_ok=True)
         (self.dir / "daemon.json").write_text("{}")
@@ -182,7 +188,7 @@ class Cluster:
 
     def restart_worker_engine(self) -> None:
         """The worker machine comes back: same data-root, so it rejoins the swarm by itself."""
-        if self.proc is None:
+        if self.proc is None or self.proc.poll() is not None:
             self.start_worker_engine()
         self.wait_ready(self.worker_id)
 
