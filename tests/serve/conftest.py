@@ -13,6 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ..mcp.conftest import wait_for  # noqa: F401 - the serve tests import it from here
+
 # A policy for tests: one sandbox per session, no warm pool, rate limits out of the way.
 POLICY = """\
 extends: default
@@ -24,17 +26,6 @@ limits: {memory: 256m, pids: 128, max_write: 64k, timeout: 60}
 
 def runner_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "runner", *args]
-
-
-def wait_for(predicate, timeout: float = 60.0, what: str = "condition"):
-    """Poll until predicate() is true; a bound on a wait, never a timing assertion."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what}: not met within {timeout:g}s")
 
 
 def fresh_minute(room: float = 20.0) -> None:
