@@ -8,6 +8,16 @@ import pytest
 TEST_LABEL = "runner.test"
 
 
+def pytest_sessionstart(session):
+    """First remove what an earlier run left when it was killed (tests/leftovers.py)."""
+    import sys
+
+    from .leftovers import sweep
+
+    for what in sweep(engine=not os.environ.get("RUNNER_TEST_NO_DOCKER")):
+        print(f"removed a killed test run's leftover: {what}", file=sys.stderr)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _audit_log_in_tmp(tmp_path_factory):
     """Tests never write to the user's audit log."""

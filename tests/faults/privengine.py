@@ -12,6 +12,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..leftovers import remove_tree
+
 PREFIX = "runner-faults-test"
 DOCKERD = shutil.which("dockerd") or "/usr/sbin/dockerd"
 READY_WITHIN = 120.0  # seconds: a start that takes longer is a broken engine, not a slow one
@@ -19,7 +21,7 @@ READY_WITHIN = 120.0  # seconds: a start that takes longer is a broken engine, n
 
 class PrivateEngine:
     def __init__(self, root: str | None = None) -> None:
-        self.root = Path(root or tempfile.mkdtemp(prefix=f"{PREFIX}-", dir="/tmp"))
+        self.root = Path(root or tempfile.mkdtemp(prefix=f"{PREFIX}-{os.getpid()}-", dir="/tmp"))
         self.sock = self.root / "docker.sock"
         self.url = f"unix://{self.sock}"
         self.proc: subprocess.Popen | None = None
@@ -99,12 +101,7 @@ class PrivateEngine:
             if ids:
                 self.docker("rm", "-f", *ids, check=False)
         self.stop()
-        prefix = str(self.root) + "/"
-        with open("/proc/self/mounts") as f:
-            points = [line.split()[1] for line in f]
-        for p in sorted((p for p in points if p.startswith(prefix)), key=len, reverse=True):
-            subprocess.run(["umount", "-l", p], capture_output=True)
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_tree(self.root)
 
 
 def drop_stale_containerd_pid(state: Path) -> None:

@@ -56,7 +56,7 @@ def _ip(*args: str) -> None:
 
 @pytest.fixture
 def netns_sshd(tmp_path):
-    tag = f"{os.getpid() % 100000}"
+    tag = str(os.getpid())  # the owner's pid: tests/leftovers.py removes them if it was killed
     ns, host_if, peer_if = f"runner-faults-test-{tag}", f"rft{tag}h", f"rft{tag}n"
     net = f"10.253.{os.getpid() % 256}"
     _ip("netns", "add", ns)

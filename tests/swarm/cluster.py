@@ -5,8 +5,8 @@ is touched but its swarm membership, and that is left as found). The worker is a
 `dockerd` in a network namespace made here, started with `nsenter --net=` (not `ip netns exec`,
 which remounts /sys and hides the cgroups), reached over a veth pair on a private /30:
 
-    host  rswt<N>h  10.254.214.1/30  <-- swarm manager, advertise address
-    netns rswt<N>n  10.254.214.2/30  <-- worker's engine (own data-root, exec-root, socket, pidfile)
+    host  rswt<pid>h  10.254.214.1/30  <-- swarm manager, advertise address
+    netns rswt<pid>n  10.254.214.2/30  <-- worker's engine (own data-root, exec-root, socket, pidfile)
 
 Everything is named `runner-swarm-test-<pid>` (paths, netns, node label) so it is told apart
 from what other helpers start. `Cluster.close()` removes all of it, also after a failed start.
@@ -16,13 +16,13 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 from ..faults.privengine import drop_stale_containerd_pid
+from ..leftovers import remove_tree
 
 PREFIX = "runner-swarm-test"
 MAIN_ENGINE = "unix:///var/run/docker.sock"
@@ -54,7 +54,7 @@ class Cluster:
         n = os.getpid()
         self.name = f"{PREFIX}-{n}"
         self.netns = self.name
-        self.veth_host, self.veth_ns = f"rswt{n % 100000}h", f"rswt{n % 100000}n"
+        self.veth_host, self.veth_ns = f"rswt{n}h", f"rswt{n}n"
         self.dir = Path(f"/run/{self.name}")
         self.data_root = Path(f"/var/lib/{self.name}")
         self.sock = self.dir / "docker.sock"
@@ -277,9 +277,4 @@ class Cluster:
     def _remove_dirs(self) -> None:
         for d in (self.data_root, self.dir):
             if d.exists():
-                # leftover mounts of the worker's engine (overlay, netns files) first
-                mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-                          if line.split()[1] == str(d) or line.split()[1].startswith(str(d) + "/")]
-                for m in sorted(mounts, key=len, reverse=True):
-                    subprocess.run(["umount", "-l", m], capture_output=True)
-                shutil.rmtree(d, ignore_errors=True)
+                remove_tree(d)  # leftover mounts of the worker's engine (overlay, netns files) first
