@@ -4,10 +4,18 @@
     with get_executor("docker", image="runner/base") as ex:
         print(ex.run(["echo", "hi"]).stdout)
 """
-from .base import Executor, Process
+from typing import TYPE_CHECKING
+
 from .errors import (EngineUnavailable, ExecCancelled, ExecutorError, FileTooLarge, ImageNotFound, InvalidConfig,
                      SandboxGone)
-from .models import DEFAULT_LIMITS, ExecRequest, ExecResult, Limits, StartFailure, parse_size
+
+# Imported when first named (PEP 562): the models need pydantic, which a path that must start
+# fast (`runner exec`, importing only executors.errors and executors.docker.oneshot) never loads.
+if TYPE_CHECKING:
+    from .base import Executor
+
+_LAZY = {"Executor": "base", "Process": "base", "DEFAULT_LIMITS": "models", "ExecRequest": "models",
+         "ExecResult": "models", "Limits": "models", "StartFailure": "models", "parse_size": "defaults"}
 
 BACKENDS = {
     "local": "executors.local:LocalExecutor",
@@ -17,7 +25,7 @@ BACKENDS = {
 }
 
 
-def get_executor(name: str, **config) -> Executor:
+def get_executor(name: str, **config) -> "Executor":
     """Build a backend by name; its module is imported only now (keeps start-up fast)."""
     import importlib
 
@@ -27,6 +35,16 @@ def get_executor(name: str, **config) -> Executor:
         raise InvalidConfig(f"unknown executor {name!r}: choose one of {', '.join(BACKENDS)}") from None
     module, _, cls = target.partition(":")
     return getattr(importlib.import_module(module), cls)(**config)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

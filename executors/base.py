@@ -14,6 +14,7 @@ import typing
 from abc import ABC, abstractmethod
 from typing import BinaryIO, Callable, Iterator
 
+from .defaults import start_failure_message
 from .errors import ExecCancelled, FileTooLarge, file_error
 from .models import OOM_EXIT, TIMEOUT_EXIT, ExecRequest, ExecResult, StartFailure, StartReason
 
@@ -152,17 +153,7 @@ class FailedProcess(Process):
 
 def start_failure(reason: str, req: ExecRequest) -> StartFailure:
     """The StartFailure for `reason`, with a message naming what the request asked for."""
-    cmd = req.argv[0]
-    text = {
-        "not-found": f"{cmd}: command not found in the sandbox (no such file, or not on its PATH)",
-        "not-executable": f"{cmd}: permission denied: not an executable file",
-        "is-directory": f"{cmd}: is a directory, not a command",
-        "no-cwd": f"working directory {req.cwd}: no such directory in the sandbox",
-        "cwd-denied": f"working directory {req.cwd}: permission denied",
-        "unknown-user": f"user {req.user}: no such user in the sandbox (not in its /etc/passwd)",
-        "unknown-group": f"user {req.user}: no such group in the sandbox (not in its /etc/group)",
-    }[reason]
-    return StartFailure(reason=reason, message=f"runner: {text}; the command did not start")
+    return StartFailure(reason=reason, message=start_failure_message(reason, req.argv[0], req.cwd, req.user))
 
 
 # Run after a command ended with 126/127 to tell "never started" from "ran and exited so":

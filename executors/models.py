@@ -1,29 +1,12 @@
 """Pydantic models at the executor edge: limits, requests and results."""
 from __future__ import annotations
 
-import re
-
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-
-
-def parse_size(text: str | int) -> int:
-    """'512m' -> 536870912. Accepts b, k, m, g, t (binary units), with optional 'b'/'ib'."""
-    if isinstance(text, int):
-        if text <= 0:
-            raise ValueError(f"size must be positive, got {text}")
-        return text
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ValueError(f"bad size {text!r}: use a number with an optional unit, like 512m or 2g")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
-        raise ValueError(f"size must be positive, got {text!r}")
-    return value
+from .defaults import (DEFAULT_IMAGE, DEFAULT_LIMIT_VALUES, NOT_FOUND_EXIT, NOT_STARTED_EXIT, OOM_EXIT,  # noqa: F401
+                       TIMEOUT_EXIT, parse_size)
 
 
 class Limits(BaseModel):
@@ -42,8 +25,7 @@ class Limits(BaseModel):
         return None if v is None else parse_size(v)
 
 
-DEFAULT_LIMITS = Limits(memory=512 * 1024**2, cpus=1.0, pids=256, tmpfs=64 * 1024**2)
-DEFAULT_IMAGE = "runner/base:latest"  # the sandbox image runner builds (runner images build); never pulled
+DEFAULT_LIMITS = Limits(**DEFAULT_LIMIT_VALUES)
 
 
 class ExecRequest(BaseModel):
@@ -74,14 +56,8 @@ class ExecRequest(BaseModel):
         return v
 
 
-TIMEOUT_EXIT = 124  # a command killed at its timeout, with everything it started
-OOM_EXIT = 137  # a command killed by the kernel's OOM killer (or SIGKILL: 128 + 9)
-
-
 StartReason = Literal["not-found", "not-executable", "is-directory", "no-cwd", "cwd-denied", "unknown-user",
                       "unknown-group"]
-NOT_FOUND_EXIT = 127
-NOT_STARTED_EXIT = 126
 
 
 class StartFailure(BaseModel):

@@ -1,5 +1,18 @@
-"""Docker backend: hardened ephemeral containers through the Docker SDK."""
-from .config import Mount, SandboxConfig
-from .executor import DockerExecutor
+"""Docker backend: hardened ephemeral containers through the Docker SDK (and, for `runner exec`
+on the local engine, oneshot.py over wire.py: the same hardening with the standard library only)."""
+
+# Imported when first named (PEP 562), so executors.docker.oneshot loads neither pydantic nor docker-py.
+_LAZY = {"DockerExecutor": "executor", "Mount": "config", "SandboxConfig": "config"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["DockerExecutor", "Mount", "SandboxConfig"]

@@ -475,9 +475,9 @@ class _LogTail:
         threading.Thread(target=self._read, name="runner-egress-log", daemon=True).start()
 
     def _read(self) -> None:
-        from .process import _Mux
+        from .wire import Frames
 
-        mux = _Mux(self.sock)
+        mux = Frames(self.sock)
         while (item := mux.frame()) is not None:
             text = item[1].decode("utf-8", errors="replace")
             with self.lock:

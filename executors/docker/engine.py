@@ -43,11 +43,19 @@ def connect(base_url: str | None = None, timeout: int = 120):
         client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
         client.ping()
     except DockerException as e:
-        where = base_url or (f"{url} ($DOCKER_HOST)" if url else "the local engine (/var/run/docker.sock)")
-        raise EngineUnavailable(f"no Docker engine answers at {where}: {START_HINT} ({_short(e)})") from None
+        raise unavailable(base_url, e) from None
     except Exception as e:  # requests/paramiko errors for tcp:// and ssh:// addresses
         raise EngineUnavailable(f"no Docker engine answers at {base_url}: {_short(e)}") from None
     return client
+
+
+def unavailable(base_url: str | None, e: Exception) -> EngineUnavailable:
+    """The one line for an engine that does not answer at base_url (or $DOCKER_HOST, or the default)."""
+    import os
+
+    url = base_url or os.environ.get("DOCKER_HOST", "")
+    where = base_url or (f"{url} ($DOCKER_HOST)" if url else "the local engine (/var/run/docker.sock)")
+    return EngineUnavailable(f"no Docker engine answers at {where}: {START_HINT} ({_short(e)})")
 
 
 _shared: dict = {}
@@ -77,11 +85,16 @@ def require_image(client, image: str) -> None:
     try:
         client.images.get(image)
     except docker.errors.ImageNotFound:
-        if image.startswith("runner/"):
-            how = "build it with `runner images build` (or `make images`)"
-        else:
-            how = "load it with `docker load -i FILE` or build it with `docker build`"
-        raise ImageNotFound(f"image {image} is not on this engine: {how}; runner never pulls images") from None
+        raise image_missing(image) from None
+
+
+def image_missing(image: str) -> ImageNotFound:
+    """ImageNotFound saying how to get the image (runner never pulls)."""
+    if image.startswith("runner/"):
+        how = "build it with `runner images build` (or `make images`)"
+    else:
+        how = "load it with `docker load -i FILE` or build it with `docker build`"
+    return ImageNotFound(f"image {image} is not on this engine: {how}; runner never pulls images")
 
 
 def _short(e: Exception) -> str:

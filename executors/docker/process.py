@@ -1,19 +1,18 @@
 """Processes in Docker: a command run by `docker exec`, or a container's own main process.
 
-Both speak over a hijacked HTTP connection carrying Docker's multiplexed stream: frames of an
-8-byte header (stream id, 3 zero bytes, big-endian length) and a payload.
+Both speak over a hijacked HTTP connection carrying Docker's multiplexed stream (wire.Frames
+reads it).
 """
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
 from ..base import _EOF, Process
 from ..posix import KILL_SESSION, PID_LINE_MAX
+from .wire import Frames
 
-STREAMS = {1: "stdout", 2: "stderr"}
 # A POSIX-sh wrapper that reports its pid (a new session leader under `docker exec`, so also
 # the process group id) on stderr before it becomes the command: a timeout can then kill the
 # whole group from inside the container. Works in any image with /bin/sh (busybox too).
@@ -23,35 +22,6 @@ PID_WRAPPER = ["/bin/sh", "-c", 'echo "$$" >&2; exec "$@"', "runner-exec"]
 def _raw(sock):
     """The real socket behind docker-py's SocketIO wrapper."""
     return getattr(sock, "_sock", sock)
-
-
-class _Mux:
-    """Reads Docker's multiplexed frames from a socket."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = bytearray()
-
-    def _fill(self, n: int) -> bool:
-        while len(self.buf) < n:
-            try:
-                data = self.sock.recv(max(65536, n - len(self.buf)))
-            except OSError:
-                return False
-            if not data:
-                return False
-            self.buf += data
-        return True
-
-    def frame(self) -> tuple[str, bytes] | None:
-        if not self._fill(8):
-            return None
-        kind, size = struct.unpack(">BxxxL", self.buf[:8])
-        if not self._fill(8 + size):
-            return None
-        payload = bytes(self.buf[8 : 8 + size])
-        del self.buf[: 8 + size]
-        return STREAMS.get(kind, "stdout"), payload
 
 
 class DockerStreamProcess(Process):
@@ -69,7 +39,7 @@ class DockerStreamProcess(Process):
         threading.Thread(target=self._demux, name="runner-docker-demux", daemon=True).start()
 
     def _demux(self) -> None:
-        mux = _Mux(self.sock)
+        mux = Frames(self.sock)
         try:
             while (item := mux.frame()) is not None:
                 stream, data = item

@@ -141,7 +141,7 @@ def test_an_operators_mount_is_looked_through_once_per_session(tmp_path, monkeyp
     20,000 entries) once, not at every sandbox's creation; a socket there is still refused."""
     import socket
 
-    from executors.docker import config
+    from executors.docker import mounts
     from executors.errors import InvalidConfig
 
     data = tmp_path / "data"
@@ -149,8 +149,8 @@ def test_an_operators_mount_is_looked_through_once_per_session(tmp_path, monkeyp
     ws = tmp_path / "ws"
     ws.mkdir()
     scans = []
-    real = config._why_unsafe
-    monkeypatch.setattr(config, "_why_unsafe", lambda path, scan: scans.append((str(path), scan)) or real(path, scan))
+    real = mounts._why_unsafe
+    monkeypatch.setattr(mounts, "_why_unsafe", lambda path, scan: scans.append((str(path), scan)) or real(path, scan))
     pol = Policy.model_validate({"mounts": [{"source": str(data), "target": "/data"}]})
     p = DockerBackend().placement(Setting(ws, pol, "s1"))
     for _ in range(3):

@@ -1,0 +1,64 @@
+"""The hardened container: the one place that says how a sandbox is made, as docker-py's
+create_container() arguments. The SDK path (executor.py) passes them to docker-py; `runner exec`'s
+path (oneshot.py) sends wire.create_body() of the very same arguments, so both ask the engine for
+the same container (tests/docker/test_wire.py compares the two bodies). Standard library only."""
+from __future__ import annotations
+
+from ..defaults import DEFAULT_LIMIT_VALUES
+
+# SandboxConfig's hardened defaults (each loosening is an explicit field there).
+DEFAULTS = {
+    "network": "none",
+    "user": "1000:1000",
+    "read_only_root": True,
+    "no_new_privileges": True,
+    "seccomp_unconfined": False,
+    "init": True,
+}
+
+
+def limit_values(limits) -> dict:
+    """{memory, cpus, pids, tmpfs}: `limits`' own values, the hardened default for each one unset."""
+    return {k: v if (v := getattr(limits, k, None)) is not None else d for k, d in DEFAULT_LIMIT_VALUES.items()}
+
+
+def create_kwargs(cfg, labels: dict[str, str]) -> tuple[dict, dict]:
+    """(container, host_config) arguments for docker-py's low-level create_container() that
+    realise `cfg` (a SandboxConfig, or anything with its fields): the hardened profile unless a
+    loosening field says otherwise."""
+    lim = limit_values(cfg.limits)
+    security_opt = []
+    if cfg.no_new_privileges:
+        security_opt.append("no-new-privileges:true")
+    if cfg.seccomp_unconfined:
+        security_opt.append("seccomp=unconfined")
+    host = dict(
+        network_mode=cfg.network,
+        cap_drop=["ALL"],
+        cap_add=list(cfg.cap_add) or None,
+        security_opt=security_opt,
+        read_only=cfg.read_only_root,
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim['tmpfs']},mode=1777"},
+        pids_limit=lim["pids"],
+        mem_limit=lim["memory"],
+        memswap_limit=lim["memory"],
+        nano_cpus=int(lim["cpus"] * 1e9) if lim["cpus"] else None,
+        init=cfg.init,
+        mounts=[bind_mount(m) for m in cfg.mounts],
+        ipc_mode="private",
+        # Nothing a sandbox writes to its stdio reaches the engine's log (unbounded on the host's
+        # disk, past tmpfs and quota, and unredacted): runner reads the stdio over attach/exec.
+        log_config={"type": "none", "config": {}},
+    )
+    if cfg.runtime:
+        host["runtime"] = cfg.runtime
+    if cfg.dns is not None:
+        host["dns"] = list(cfg.dns)
+    container = dict(image=cfg.image, user=cfg.user, environment=dict(cfg.env), labels=labels,
+                     working_dir=cfg.workdir, network_disabled=cfg.network == "none")
+    return container, host
+
+
+def bind_mount(m) -> dict:
+    """A bind mount as the engine takes it (what docker.types.Mount(type="bind") holds)."""
+    return {"Target": m.target, "Source": m.source, "Type": "bind", "ReadOnly": m.read_only}

@@ -1,0 +1,132 @@
+"""Mount sources a sandbox may see: parsed from `SRC:DST[:ro]` and refused by what they are (the
+host's root, a socket, a device, a directory holding one, the kernel's trees). Standard library
+only: `runner exec` checks its mounts without loading pydantic; config.Mount uses the same code."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from ..errors import InvalidConfig
+
+DOCKER_SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
+
+
+def parse_mount(spec: str) -> tuple[str, str, bool]:
+    """'SRC:DST[:ro|rw]' -> (absolute source, target, read_only). SRC may be relative to the
+    current directory."""
+    parts = spec.split(":")
+    if len(parts) == 2:
+        src, dst, mode = *parts, "rw"
+    elif len(parts) == 3:
+        src, dst, mode = parts
+    else:
+        raise InvalidConfig(f"bad mount {spec!r}: use SRC:DST or SRC:DST:ro")
+    if mode not in ("ro", "rw"):
+        raise InvalidConfig(f"bad mount mode {mode!r} in {spec!r}: use ro or rw")
+    if not src or not dst.startswith("/"):
+        raise InvalidConfig(f"bad mount {spec!r}: DST must be an absolute path in the container")
+    return os.path.abspath(src), dst, mode == "ro"
+
+
+# Host filesystems that are the kernel's or the devices' own: never a sandbox's to see.
+KERNEL_TREES = ("/proc", "/sys", "/dev")
+SCAN_LIMIT = 20_000  # entries looked at inside a directory source
+
+
+def _kind(st: os.stat_result) -> str | None:
+    if stat.S_ISSOCK(st.st_mode):
+        return "a socket"
+    if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+        return "a device"
+    return None
+
+
+def _kernel_devs() -> dict[int, str]:
+    """{st_dev: tree} of /proc, /sys and /dev where each is a filesystem of its own."""
+    out = {}
+    try:
+        root = os.stat("/").st_dev
+    except OSError:
+        return out
+    for t in KERNEL_TREES:
+        try:
+            dev = os.stat(t).st_dev
+        except OSError:
+            continue
+        if dev != root:
+            out.setdefault(dev, t)
+    return out
+
+
+def _why_unsafe(real: Path, scan: bool) -> str | None:
+    """Why mounting `real` (no links left in it) would hand the sandbox the host: what it is, not
+    what it is called. A hard link to a socket is a socket; a bind mount of /proc is procfs."""
+    if real == Path("/"):
+        return "it is the host's root"
+    st = real.stat()
+    kind = _kind(st)
+    if kind:
+        return f"it is {kind} (a way into a host service or the hardware: a container engine's socket is root " \
+               "on the host)"
+    devs = _kernel_devs()
+    for t in KERNEL_TREES:
+        if real == Path(t) or real.is_relative_to(t) or Path(t).is_relative_to(real):
+            return f"it is or holds {t}, the kernel's or the devices' own files"
+    if st.st_dev in devs:
+        return f"it lies on the filesystem of {devs[st.st_dev]}"
+    for sock in DOCKER_SOCKETS:
+        try:
+            sock_real = Path(os.path.realpath(sock))
+            if stat.S_ISSOCK(sock_real.stat().st_mode) and sock_real.is_relative_to(real):
+                return f"it holds the container engine's socket ({sock}), which is root on the host"
+        except OSError:
+            continue
+    if not scan or not stat.S_ISDIR(st.st_mode):
+        return None
+    seen, stack = 0, [real]
+    while stack and seen < SCAN_LIMIT:
+        d = stack.pop()
+        try:
+            it = os.scandir(d)
+        except OSError:
+            continue
+        with it:
+            for e in it:
+                seen += 1
+                if seen > SCAN_LIMIT:
+                    break
+                try:
+                    est = e.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                kind = _kind(est)
+                if kind:
+                    return f"it holds {kind}, {e.path} (a way into a host service or the hardware)"
+                if est.st_dev in devs:
+                    return f"it holds {e.path}, on the filesystem of {devs[est.st_dev]}"
+                if stat.S_ISDIR(est.st_mode):
+                    stack.append(e.path)
+    return None
+
+
+def check_mount(m, force: bool = False) -> None:
+    """Refuse a mount (anything with `source` and `scan`: config.Mount, or `runner exec`'s plain one)
+    that does not exist or that hands the sandbox the host: its root, a socket or a
+    device (whatever its name or link count), a directory holding one (looked for up to
+    SCAN_LIMIT entries, links never followed, unless `m.scan` is off), /proc, /sys and /dev or
+    anything on their filesystems."""
+    src = Path(m.source)
+    if not os.path.lexists(src) or not src.exists():
+        raise InvalidConfig(f"mount source {m.source} does not exist")
+    if force:
+        return
+    real = Path(os.path.realpath(src))
+    try:
+        why = _why_unsafe(real, m.scan)
+    except OSError as e:
+        raise InvalidConfig(f"mount source {m.source}: cannot look at it ({e.strerror})") from None
+    if why:
+        shown = m.source if str(real) == m.source else f"{m.source} ({real})"
+        raise InvalidConfig(f"refusing to mount {shown} into a sandbox: {why}; force it only if you mean it "
+                            "(--force-unsafe-mounts)")

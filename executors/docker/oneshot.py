@@ -1,0 +1,200 @@
+"""One command in a fresh hardened container, to its end, like `docker run --rm`: `runner exec`
+on the local engine, over wire.py (standard library only: no docker-py, no pydantic).
+
+The container is hardening.create_kwargs' (the DockerExecutor's, byte for byte), created attached
+with stdin open, then: attach (hijacked), start, stream until the engine closes the stream, wait,
+remove. Round trips: create, attach, start, wait, remove (docker-py's path added a version probe,
+a ping and a label sweep). What the DockerExecutor's per-call path promises holds here too: a
+timeout kills the container (so its whole process tree; exit 124), exit 137 is told OOM or not by
+the engine, an unknown user is a start failure (126), and the container is removed on every way
+out, an interrupt (SIGINT, SIGTERM, SIGHUP raise in the main thread) included; one interrupted
+while its create was in flight is found by its labels and removed.
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import threading
+import time
+from typing import BinaryIO, Callable, NamedTuple
+
+from ..defaults import NOT_STARTED_EXIT, OOM_EXIT, start_failure_message
+from ..errors import EngineUnavailable, SandboxGone
+from . import labels as L
+from .hardening import create_kwargs
+from .wire import Engine, EngineRefused, Frames, create_body, quote
+
+KILL_GRACE = 2.0  # seconds to drain output after the kill at a timeout
+
+
+class Outcome(NamedTuple):
+    exit_code: int
+    timed_out: bool = False
+    oom_killed: bool = False
+
+
+def body_for(cfg, argv: list[str], instance: str) -> dict:
+    """The create body for cfg (a SandboxConfig or plain_config's object) running argv, attached
+    with stdin open, labelled as the DockerExecutor labels a per-call container."""
+    labels = L.make_labels(cfg.session, cfg.ttl, role="call", extra={**cfg.labels, L.EXECUTOR: instance})
+    container, host = create_kwargs(cfg, labels)
+    return create_body(container, host, argv, stdin_open=True)
+
+
+def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
+        on_output: Callable[[str, bytes], None], timeout: float | None = None) -> Outcome:
+    """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
+    comes; stdin is copied in until its end. The container is gone when this returns or raises."""
+    from .engine import image_missing
+
+    instance = os.urandom(6).hex()
+    body = body_for(cfg, argv, instance)
+    cid = None
+    in_flight = True  # a create may have reached the engine without its answer reaching us
+    try:
+        try:
+            cid = engine.json("POST", "/containers/create", body)["Id"]
+        except EngineRefused as e:
+            in_flight = False
+            if e.status == 404 and "image" in e.message.lower():
+                raise image_missing(cfg.image) from None
+            raise
+        except EngineUnavailable:
+            in_flight = False
+            raise
+        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time())
+    finally:
+        _remove(engine, cid, instance if in_flight and cid is None else None)
+
+
+def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float) -> Outcome:
+    try:
+        sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
+        try:
+            try:
+                engine.json("POST", f"/containers/{cid}/start")
+            except EngineRefused as e:
+                reason = ("unknown-user" if "unable to find user" in e.message
+                          else "unknown-group" if "unable to find group" in e.message else None)
+                if reason is None:
+                    raise
+                on_output("stderr", start_failure_message(reason, argv[0], None, cfg.user).encode() + b"\n")
+                return Outcome(NOT_STARTED_EXIT)
+            _feed(sock, stdin)
+            timed_out = _pump(engine, cid, Frames(sock, early), on_output, timeout)
+        finally:
+            sock.close()
+        code = _wait(engine, cid)
+        if timed_out:
+            return Outcome(code, timed_out=True)
+        return Outcome(code, oom_killed=code == OOM_EXIT and _oom_killed(engine, cid, started))
+    except EngineUnavailable:
+        raise SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox with it") from None
+
+
+def _feed(sock: socket.socket, stdin: BinaryIO | None) -> None:
+    """Copy stdin into the container in a thread, then close its stdin (at once without one)."""
+    def close() -> None:
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    if stdin is None:
+        close()
+        return
+
+    def copy() -> None:
+        try:
+            read = getattr(stdin, "read1", stdin.read)
+            while chunk := read(65536):
+                sock.sendall(chunk)
+        except (OSError, ValueError):
+            pass  # the command closed its stdin or ended: nothing more to feed
+        finally:
+            close()
+
+    threading.Thread(target=copy, name="runner-stdin", daemon=True).start()
+
+
+def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | None) -> bool:
+    """Hand the output on until the stream ends; at the timeout kill the container and drain for
+    at most KILL_GRACE more. True if the timeout struck."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stop_at = None
+    while True:
+        if not frames.pending():
+            now = time.monotonic()
+            if stop_at is None and deadline is not None and now >= deadline:
+                _kill(engine, cid)
+                stop_at = now + KILL_GRACE
+            if stop_at is not None and now >= stop_at:
+                return True
+            until = stop_at if stop_at is not None else deadline
+            ready, _, _ = select.select([frames.sock], [], [], None if until is None else max(0.0, until - now))
+            if not ready:
+                continue
+        item = frames.frame()
+        if item is None:
+            return stop_at is not None
+        if item[1]:
+            on_output(*item)
+
+
+def _kill(engine: Engine, cid: str) -> None:
+    try:
+        engine.json("POST", f"/containers/{cid}/kill")
+    except EngineRefused:
+        pass  # it ended meanwhile
+
+
+def _wait(engine: Engine, cid: str) -> int:
+    try:
+        return int(engine.json("POST", f"/containers/{cid}/wait", timeout=None)["StatusCode"])
+    except EngineRefused as e:
+        if e.status == 404:  # removed under us: it was killed
+            return OOM_EXIT
+        raise
+
+
+def _oom_killed(engine: Engine, cid: str, since: float) -> bool:
+    """Did the memory limit kill something in the container? The engine's OOMKilled flag, else an
+    oom event since the start (the executor's ContainerProcess.oom_killed asks the same)."""
+    try:
+        if (engine.json("GET", f"/containers/{cid}/json").get("State") or {}).get("OOMKilled"):
+            return True
+        filters = quote('{"container": ["%s"], "event": ["oom"]}' % cid)
+        status, data = engine.request("GET", f"/events?since={int(since) - 1}&until={int(time.time()) + 1}"
+                                              f"&filters={filters}")
+        return status == 200 and bool(data.strip())
+    except Exception:
+        return False
+
+
+def _remove(engine: Engine, cid: str | None, instance: str | None) -> None:
+    """Remove the container; with no id, every container of this run (its executor label) that a
+    create caught by an interrupt may have made. What the engine will not remove now (it is down)
+    is left for `runner gc`, which finds it by its labels. An interrupt that strikes during the
+    removal (the first signal; interrupts.handled ignores the later ones) removes it again first."""
+    try:
+        _remove_now(engine, cid, instance)
+    except KeyboardInterrupt:
+        _remove_now(engine, cid, instance)
+        raise
+
+
+def _remove_now(engine: Engine, cid: str | None, instance: str | None) -> None:
+    try:
+        ids = [cid] if cid else []
+        if instance:
+            filters = quote('{"label": ["%s=%s", "%s=%d"]}' % (L.EXECUTOR, instance, L.OWNER_PID, os.getpid()))
+            ids = [c["Id"] for c in engine.json("GET", f"/containers/json?all=1&filters={filters}") or []]
+        for i in ids:
+            try:
+                engine.json("DELETE", f"/containers/{i}?force=1")
+            except EngineRefused as e:
+                if e.status != 404 and "already in progress" not in e.message:
+                    raise
+    except (EngineRefused, EngineUnavailable, OSError):
+        pass
