@@ -1,0 +1,190 @@
+"""executors/docker/wire.py and oneshot.py: the frame decoder on real sockets, the create body
+against docker-py's own (the hardening is one source: hardening.create_kwargs), the labelled
+sweep against the real engine, and `runner exec` loading neither docker-py nor pydantic.
+`runner exec`'s behaviour over this path is tests/cli/test_exec.py's."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from executors.docker import labels as L
+from executors.docker.wire import Frames, create_body
+from runner.exec_cmd import ExecOptions, build_config, plain_config
+
+
+def frame(stream: int, payload: bytes) -> bytes:
+    return struct.pack(">BxxxL", stream, len(payload)) + payload
+
+
+def decoded(chunks: list[bytes], early: bytes = b"") -> list:
+    """Send chunks one by one (each a separate write) and decode what arrives."""
+    a, b = socket.socketpair()
+
+    def send():
+        for c in chunks:
+            a.sendall(c)
+        a.close()
+
+    t = threading.Thread(target=send)
+    t.start()
+    frames, out = Frames(b, early), []
+    while (item := frames.frame()) is not None:
+        out.append(item)
+    t.join()
+    b.close()
+    return out
+
+
+def test_frames_in_order_with_streams_told_apart():
+    data = frame(1, b"out\n") + frame(2, b"err\n") + frame(1, b"") + frame(1, b"x" * 200_000)
+    assert decoded([data]) == [("stdout", b"out\n"), ("stderr", b"err\n"), ("stdout", b""), ("stdout", b"x" * 200_000)]
+
+
+def test_frames_split_anywhere_even_inside_the_header():
+    data = frame(2, b"hello") + frame(1, b"world")
+    for cut in range(1, len(data)):
+        assert decoded([data[:cut], data[cut:]]) == [("stderr", b"hello"), ("stdout", b"world")], cut
+    assert decoded([bytes([b]) for b in data]) == [("stderr", b"hello"), ("stdout", b"world")]
+
+
+def test_bytes_read_past_the_http_head_come_first():
+    data = frame(1, b"first") + frame(2, b"second")
+    assert decoded([data[11:]], early=data[:11]) == [("stdout", b"first"), ("stderr", b"second")]
+
+
+def test_a_stream_cut_inside_a_frame_ends_without_the_partial_frame():
+    assert decoded([frame(1, b"whole") + frame(2, b"cut short")[:10]]) == [("stdout", b"whole")]
+    assert decoded([frame(1, b"ab")[:5]]) == []
+
+
+def test_an_unknown_stream_id_counts_as_stdout():
+    assert decoded([frame(0, b"stdin echo") + frame(3, b"sys")]) == [("stdout", b"stdin echo"), ("stdout", b"sys")]
+
+
+def test_pending_says_whether_a_whole_frame_is_buffered():
+    data = frame(1, b"abc")
+    assert Frames(None, data).pending() and not Frames(None, data[:-1]).pending() and not Frames(None, b"").pending()
+
+
+# -- one source for the hardening: the body equals docker-py's ------------------------------
+def sdk_sent(cfg, argv: list[str]) -> dict:
+    """What the DockerExecutor's per-call path sends docker-py to POST /containers/create (the
+    JSON docker-py puts on the wire), with no engine: the request is caught at docker-py's _post."""
+    import docker
+
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    client = docker.DockerClient(base_url="unix:///nonexistent/runner-test.sock", version="1.41")
+    sent = []
+
+    class Caught(Exception):
+        pass
+
+    def post(url, data=None, **kw):
+        sent.append((url, data))
+        raise Caught
+
+    client.api._post = post
+    ex = DockerExecutor(cfg, client=client)
+    with pytest.raises(Caught):
+        ex._spawn_container(ExecRequest(argv=argv))
+    (url, data), = sent
+    assert url.endswith("/containers/create")
+    return json.loads(data)
+
+
+def wire_sent(cfg, argv: list[str]) -> dict:
+    from executors.docker.oneshot import body_for
+
+    return json.loads(json.dumps(body_for(cfg, argv, "0" * 12)))
+
+
+def comparable(body: dict) -> dict:
+    """The body without what differs between two creations by design: the times and ids in labels."""
+    labels = {k: v for k, v in body["Labels"].items() if k not in (L.CREATED, L.EXPIRES, L.EXECUTOR, L.SESSION)}
+    assert set(body["Labels"]) >= {L.CREATED, L.EXPIRES, L.EXECUTOR, L.OWNER_PID, L.MANAGED}
+    return {**body, "Labels": labels}
+
+
+LOOSENINGS = [
+    {},
+    {"cap_add": ["CHOWN", "SETUID"], "read_only_root": False, "no_new_privileges": False, "seccomp_unconfined": True},
+    {"init": False, "runtime": "runsc", "dns": ["127.0.0.1"], "network": "bridge"},
+    {"limits": {"memory": "96m", "cpus": 0.5, "pids": 50, "tmpfs": "16m"}, "user": "1234:1234", "workdir": "/data",
+     "env": {"A": "1", "B": "two words"}, "labels": {"runner.tenant": "t1"}},
+]
+
+
+@pytest.mark.parametrize("fields", LOOSENINGS, ids=["hardened", "caps-and-root", "init-runtime-dns", "limits-env"])
+def test_the_wire_body_is_the_sdk_body(tmp_path, fields):
+    from executors.docker import Mount, SandboxConfig
+
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "rw").mkdir()
+    cfg = SandboxConfig(**fields, lifecycle="per-call", mounts=[Mount(source=str(tmp_path / "ro"), target="/ro", read_only=True),
+                                                                Mount(source=str(tmp_path / "rw"), target="/rw")])
+    argv = ["sh", "-c", "echo hi"]
+    sdk, wire = sdk_sent(cfg, argv), wire_sent(cfg, argv)
+    assert comparable(wire) == comparable(sdk)
+    assert sdk["HostConfig"]["CapDrop"] == ["ALL"] and sdk["HostConfig"]["LogConfig"]["Type"] == "none"
+
+
+@pytest.mark.parametrize("opts", [
+    {},
+    {"memory": "96m", "cpus": 0.5, "pids": 50, "env": ["GREETING=hi there"], "workdir": "/w", "user": "1234:1234",
+     "network": "bridge", "runtime": "runsc", "image": "busybox"},
+], ids=["defaults", "options"])
+def test_exec_plain_config_makes_the_sandbox_config_body(tmp_path, opts):
+    """`runner exec`'s stdlib config (plain_config) and its SandboxConfig (build_config, the SDK
+    path's) give the same body: the defaults live once (hardening.DEFAULTS, defaults.py)."""
+    (tmp_path / "m").mkdir()
+    o = ExecOptions(cmd=["true"], mounts=[f"{tmp_path / 'm'}:/m:ro"], **opts)
+    assert comparable(wire_sent(plain_config(o), o.cmd)) == comparable(wire_sent(build_config(o), o.cmd))
+    assert comparable(wire_sent(plain_config(o), o.cmd)) == comparable(sdk_sent(build_config(o), o.cmd))
+
+
+def test_a_host_config_argument_without_an_api_key_is_refused_not_dropped():
+    with pytest.raises(ValueError, match="privileged"):
+        create_body({"image": "x"}, {"privileged": True}, ["true"])
+
+
+# -- against the real engine -------------------------------------------------------------------
+@pytest.mark.docker
+def test_an_interrupted_create_is_found_by_its_labels_and_removed(docker_client, no_leaks):
+    """A create whose answer an interrupt cut off leaves a container only the labels know."""
+    from executors.docker import oneshot
+    from executors.docker.wire import Engine, socket_path
+
+    cfg = plain_config(ExecOptions(cmd=["true"]))
+    cfg.labels = {"runner.test": "wire"}
+    body = oneshot.body_for(cfg, ["sleep", "60"], "abcdef012345")
+    engine = Engine(socket_path())
+    mine = engine.json("POST", "/containers/create", body)["Id"]
+    other = engine.json("POST", "/containers/create", oneshot.body_for(cfg, ["true"], "fedcba543210"))["Id"]
+    try:
+        oneshot._remove(engine, None, "abcdef012345")
+        left = {c["Id"] for c in docker_client.api.containers(all=True, filters={"label": "runner.test=wire"})}
+        assert mine not in left and other in left
+    finally:
+        docker_client.api.remove_container(other, force=True)
+
+
+@pytest.mark.docker
+def test_runner_exec_loads_neither_docker_py_nor_pydantic(no_leaks):
+    code = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print(sorted(m for m in ('docker', 'pydantic', 'requests', 'urllib3', 'paramiko',"
+            " 'http.client', 'ssl') if m in sys.modules), file=sys.stderr))\n"
+            "sys.argv = ['runner', 'exec', '--', 'sh', '-c', 'echo ran']\n"
+            "runpy.run_module('runner', run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DOCKER_HOST": ""})
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
+    assert p.stderr.strip().splitlines()[-1] == "[]"
