@@ -335,6 +335,7 @@ class Egress:
             self.image,
             ["python3", "-I", "-u", "-c", _proxy_source(), json.dumps(cfg)],
             name=f"runner-egress-{self.session}",
+            use_config_proxy=False,  # not the proxies of the user's ~/.docker/config.json
             user="65534:65534",
             labels=L.make_labels(self.session, self.ttl, role="egress-proxy", extra=self.labels),
             network=self.outside_name,

@@ -145,7 +145,9 @@ class DockerExecutor(Executor):
         kw, host = create_kwargs(cfg, labels)
         if own_init:
             host["init"] = False
-        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host))
+        # use_config_proxy: docker-py would add the proxies of the user's ~/.docker/config.json to
+        # the environment, which holds only what the sandbox is given (wire.create_body adds none).
+        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host), use_config_proxy=False)
         if stdin:
             kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
         if workdir:

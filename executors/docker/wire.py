@@ -261,7 +261,8 @@ CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "label
 def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False) -> dict:
     """The body of POST /containers/create for hardening.create_kwargs' (container, host)
     arguments, as docker-py's create_container(**container, command=, stdin_open=,
-    host_config=create_host_config(**host)) sends it (attached, not detached; no tty)."""
+    host_config=create_host_config(**host), use_config_proxy=False) sends it (attached, not
+    detached; no tty; no proxies from the user's docker configuration)."""
     hc = {}
     for arg, value in host.items():
         if arg not in HOST_KEYS:
@@ -280,7 +281,7 @@ def create_body(container: dict, host: dict, command: list[str], stdin_open: boo
         if arg not in CONTAINER_KEYS:
             raise ValueError(f"create_body: container argument {arg!r} has no Engine API key here (wire.CONTAINER_KEYS)")
         if arg == "environment" and isinstance(value, dict):
-            value = [k if v is None else f"{k}={v}" for k, v in value.items()] or None
+            value = [k if v is None else f"{k}={v}" for k, v in value.items()]
         elif arg == "user" and value is not None:
             value = str(value)
         if value is not None:

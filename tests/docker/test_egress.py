@@ -611,3 +611,21 @@ def test_reap_orphans_tears_down_an_egress_whose_owner_is_gone(docker_client, eg
         assert eg.session not in found and session_rules(eg.session)  # the live one is untouched
     finally:
         dead.stop()
+
+
+def test_the_users_docker_proxies_never_reach_the_egress_proxy(docker_client, no_leaks, tmp_path, monkeypatch):
+    """The egress proxy's environment is runner's: not the proxies of ~/.docker/config.json,
+    which docker-py would add to every container it creates."""
+    from executors.docker.engine import connect
+
+    (tmp_path / "config.json").write_text(json.dumps({"proxies": {"default": {"httpProxy": "http://127.0.0.1:9"}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path))
+    client = connect()  # a fresh client, which reads DOCKER_CONFIG
+    eg = Egress(client, f"egxt-{uuid.uuid4().hex[:8]}", allow=[], labels=TEST_LABELS)
+    try:
+        eg.start()
+        env = client.api.inspect_container(eg.proxy.id)["Config"]["Env"] or []
+    finally:
+        eg.stop()
+        client.close()
+    assert not [e for e in env if "proxy" in e.lower()], env

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 
 import pytest
 
@@ -124,3 +125,38 @@ def test_gvisor_runtime_where_installed(docker_client):
         assert ex.exec(ExecRequest(argv=["sh", "-c", "sleep 30 & sleep 30"], timeout=1)).timed_out
         oom = ex.run(["python3", "-c", "x = bytearray(400 * 2**20)"])
         assert oom.exit_code == 137 and oom.oom_killed
+
+
+@pytest.fixture
+def docker_config_with_proxies(tmp_path, monkeypatch):
+    """The user's docker client configuration naming proxies (docker-py injects them into every
+    container it creates unless told not to)."""
+    import json
+
+    conf = tmp_path / "docker-config"
+    conf.mkdir()
+    proxy = "http://127.0.0.1:9"
+    (conf / "config.json").write_text(json.dumps({"proxies": {"default": {
+        "httpProxy": proxy, "httpsProxy": proxy, "ftpProxy": proxy, "noProxy": "runner-test.invalid"}}}))
+    monkeypatch.setenv("DOCKER_CONFIG", str(conf))
+    return conf
+
+
+@pytest.mark.parametrize("lifecycle", ["per-call", "per-session"])
+def test_the_users_docker_proxies_never_reach_a_sandbox(docker_config_with_proxies, lifecycle):
+    """The environment is only what the sandbox is given: not the proxies of ~/.docker/config.json."""
+    from executors.docker.engine import connect
+
+    client = connect()  # a fresh client, which reads DOCKER_CONFIG
+    try:
+        with DockerExecutor(lifecycle=lifecycle, labels={"runner.test": "hardening"}, client=client) as ex:
+            env = ex.run(["env"]).stdout.decode()
+    finally:
+        client.close()
+    assert "127.0.0.1:9" not in env and "proxy" not in env.lower(), env
+
+
+def test_the_users_docker_proxies_never_reach_runner_exec(docker_config_with_proxies):
+    p = subprocess.run([sys.executable, "-m", "runner", "exec", "--", "env"], capture_output=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0 and b"127.0.0.1:9" not in p.stdout and b"proxy" not in p.stdout.lower(), p.stdout
