@@ -43,6 +43,21 @@ def timed(fn, n: int, warmup: int = 1) -> list[float]:
     return out
 
 
+def timed_together(fns: list, n: int, warmup: int = 1) -> list[list[float]]:
+    """timed() for several commands taking turns, one run of each per round: a figure and its
+    floor then see the same load (the machine is shared), so their ratio holds when it moves."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    out = [[] for _ in fns]
+    for _ in range(n):
+        for fn, xs in zip(fns, out, strict=True):
+            t = time.perf_counter()
+            fn()
+            xs.append(time.perf_counter() - t)
+    return out
+
+
 def p99(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
@@ -65,9 +80,11 @@ def exec_section(n: int, results: dict) -> list[tuple]:
 
     docker_run = timed(lambda: run(["docker", "run", "--rm", "--network", "none", IMAGE, "true"]), n)
     rows.append(("raw `docker run --rm IMG true`", docker_run, None))
-    hardened = timed(lambda: run(docker_run_hardened() + ["true"]), n)
+    # runner exec (the local engine: executors/docker/oneshot.py over wire.py) taking turns with
+    # its floor, the docker CLI asked for the same hardened container
+    hardened, runner_exec = timed_together([lambda: run(docker_run_hardened() + ["true"]),
+                                            lambda: run([str(ROOT / ".venv/bin/runner"), "exec", "--", "true"])], n)
     rows.append(("hardened `docker run --rm ... IMG true` (CLI)", hardened, docker_run))
-    runner_exec = timed(lambda: run([str(ROOT / ".venv/bin/runner"), "exec", "--", "true"]), n)
     rows.append(("`runner exec -- true` (CLI, per-call)", runner_exec, hardened))
     results["docker_run_hardened"] = statistics.median(hardened)
     results["runner_exec"] = statistics.median(runner_exec)
@@ -85,9 +102,11 @@ def exec_section(n: int, results: dict) -> list[tuple]:
             rows.append(("DockerExecutor per-session run(['true'])", timed(lambda: session.run(["true"]), n * 2), docker_exec))
     finally:
         run(["docker", "rm", "-f", cid])
-    pyfloor = timed(lambda: run([sys.executable, "-c", "pass"]), n)
+    pyfloor, typer_import, helps = timed_together([lambda: run([sys.executable, "-c", "pass"]),
+                                                   lambda: run([sys.executable, "-c", "import typer"]),
+                                                   lambda: run([str(ROOT / ".venv/bin/runner"), "--help"])], n)
     rows.append(("python3 -c pass (floor for any Python CLI)", pyfloor, None))
-    helps = timed(lambda: run([str(ROOT / ".venv/bin/runner"), "--help"]), n)
+    rows.append(("python3 -c 'import typer' (floor for a typer CLI)", typer_import, pyfloor))
     rows.append(("`runner --help` start-up", helps, pyfloor))
     results["help"] = statistics.median(helps)
     results["python_floor"] = statistics.median(pyfloor)
