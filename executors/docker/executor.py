@@ -230,7 +230,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
                 failure = self.diagnose_start(req) if req.user else None
                 if failure is None and "unable to find user" in str(e):
-                    failure = start_failure("unknown-user", req)
+                    failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
                 if failure is None:
                     raise
                 self._creating -= 1

@@ -188,3 +188,17 @@ def test_runner_exec_loads_neither_docker_py_nor_pydantic(no_leaks):
                        env={**os.environ, "DOCKER_HOST": ""})
     assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.docker
+def test_an_unknown_user_is_the_same_start_failure_on_both_paths(no_leaks):
+    """The config's user, named in the message (the SDK path said `user None`), exit 126."""
+    from executors.docker import DockerExecutor
+
+    with DockerExecutor(lifecycle="per-call", user="nobodyx", labels={"runner.test": "wire"}) as ex:
+        res = ex.run(["true"])
+    p = subprocess.run([sys.executable, "-m", "runner", "exec", "--user", "nobodyx", "--", "true"], capture_output=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    assert (res.exit_code, p.returncode) == (126, 126)
+    assert res.stderr.decode().strip() == p.stderr.decode().strip()
+    assert "user nobodyx: no such user" in p.stderr.decode()
