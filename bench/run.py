@@ -110,6 +110,7 @@ def exec_section(n: int, results: dict) -> list[tuple]:
     rows.append(("`runner --help` start-up", helps, pyfloor))
     results["help"] = statistics.median(helps)
     results["python_floor"] = statistics.median(pyfloor)
+    results["typer_floor"] = statistics.median(typer_import)
     return rows
 
 
@@ -133,6 +134,7 @@ GOALS = [  # (what, runner's key, baseline's key, goal as a ratio or an absolute
     ("session start from the warm pool", "warm_get", None, "<= 5 ms"),
     ("`runner exec -- true` / hardened `docker run --rm` (CLI)", "runner_exec", "docker_run_hardened", "<= 1.2x"),
     ("`runner --help` (python -c pass beside it)", "help", "python_floor", "<= 80 ms"),
+    ("  same, beside `python -c 'import typer'` (the CLI library alone)", "help", "typer_floor", "-"),
 ]
 
 
