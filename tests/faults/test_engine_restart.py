@@ -57,6 +57,8 @@ def test_engine_stopped_mid_call_then_restarted(private_engine, workspace, lifec
         assert again.text.splitlines()[0] == "back"
         host = again.text.splitlines()[1]
         assert not any(cid.startswith(host) for cid in before), "the next call ran in an old sandbox"
+        pool = r.session._pool
+    print("DEBUG pool errors", pool and pool.errors)
     left = _sandboxes(engine, r.session_id)
     assert not left, f"the Runner left {len(left)} sandbox container(s) after close(): {engine.docker('ps', '-a')}"
 
