@@ -35,6 +35,8 @@ SESSION_HEADER = "mcp-session-id"
 PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
 FORGOTTEN_SESSIONS = 10_000  # ids of ended sessions remembered, to say "ended" rather than start afresh
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # hosts a server may listen on without a warning
+
 
 @dataclass
 class Options:
@@ -130,17 +132,9 @@ class Session:
 
 
 def remove_sandboxes(runner) -> None:
-    """Force-remove the docker sandboxes of this Runner's session (made by this process)."""
-    if runner.policy.sandbox.executor != "docker":
-        return
+    """Force-remove the sandboxes of this Runner's session (made by this process)."""
     try:
-        from executors.docker import labels as L
-        from executors.docker.engine import connect
-
-        client = connect()
-        mine = [f"{L.SESSION}={runner.session_id}", f"{L.OWNER_PID}={os.getpid()}", f"{L.ROLE}=agent"]
-        for c in client.api.containers(all=True, filters={"label": mine}):
-            client.api.remove_container(c["Id"], force=True)
+        runner.session.placement.remove_sandboxes()
     except Exception as e:  # the Runner's close still runs, once the call has ended
         sys.stderr.write(f"runner mcp: could not remove the sandbox of session {runner.session_id}: {e}\n")
 
@@ -535,7 +529,7 @@ def serve_http(opts: Options, host: str, port: int) -> int:
     if opts.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
     opts.make_runner().close()  # a bad option fails here, before serving
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         sys.stderr.write(f"runner mcp: warning: serving on {host} without authentication: anyone who reaches "
                          "this port can run tools in sandboxes with your workspace\n")
     try:
