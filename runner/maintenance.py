@@ -28,7 +28,32 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
     from executors.swarm import reap_orphans as reap_services  # on a swarm manager: orphaned sandbox services
 
     removed += reap_services(client, dry_run=dry_run)
+    removed += _reap_shared_networks(client, dry_run)
     return removed
+
+
+SHARED_NETWORK_ROLES = ("tenant-network",)  # runner serve's per-tenant egress networks
+
+
+def _reap_shared_networks(client, dry_run: bool) -> list[tuple[str, str, str]]:
+    """Networks a dead process made for several sessions (runner serve's per-tenant ones, killed
+    and never restarted), once nothing uses them: one still in use (another instance's proxy
+    on it) is kept; its user removes it."""
+    out = []
+    for net in client.api.networks(filters={"label": f"{L.MANAGED}=true"}):
+        labels = net.get("Labels") or {}
+        reason = L.orphan_reason(labels) if labels.get(L.ROLE) in SHARED_NETWORK_ROLES else None
+        if reason is None:
+            continue
+        if not dry_run:
+            try:
+                client.api.remove_network(net["Id"])
+            except Exception as e:
+                if "active endpoints" in str(e) or "No such network" in str(e) or "not found" in str(e):
+                    continue
+                raise
+        out.append((net["Id"][:12], net["Name"], reason))
+    return out
 
 
 def managed(client) -> list[dict]:

@@ -35,6 +35,8 @@ SESSION_HEADER = "mcp-session-id"
 PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
 FORGOTTEN_SESSIONS = 10_000  # ids of ended sessions remembered, to say "ended" rather than start afresh
 
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # hosts a server may listen on without a warning
+
 
 @dataclass
 class Options:
@@ -61,9 +63,11 @@ class NoSandbox(Exception):
 class Session:
     """One MCP session's Runner: made on first use, used by one call at a time, closed once."""
 
-    def __init__(self, make_runner: Callable[[], Any], runner: Any = None) -> None:
+    def __init__(self, make_runner: Callable[[], Any], runner: Any = None,
+                 release: Callable[[], None] | None = None) -> None:
         self._make = make_runner
         self.runner = runner
+        self._release = release  # called once, when the session ends (the registry's admission)
         self._lock = threading.Lock()
         self._relay: Callable[[str], None] | None = None
         self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
@@ -127,20 +131,15 @@ class Session:
                 self.runner = None
         finally:
             self._lock.release()
+            release, self._release = self._release, None
+            if release is not None:
+                release()
 
 
 def remove_sandboxes(runner) -> None:
-    """Force-remove the docker sandboxes of this Runner's session (made by this process)."""
-    if runner.policy.sandbox.executor != "docker":
-        return
+    """Force-remove the sandboxes of this Runner's session (made by this process)."""
     try:
-        from executors.docker import labels as L
-        from executors.docker.engine import connect
-
-        client = connect()
-        mine = [f"{L.SESSION}={runner.session_id}", f"{L.OWNER_PID}={os.getpid()}", f"{L.ROLE}=agent"]
-        for c in client.api.containers(all=True, filters={"label": mine}):
-            client.api.remove_container(c["Id"], force=True)
+        runner.session.placement.remove_sandboxes()
     except Exception as e:  # the Runner's close still runs, once the call has ended
         sys.stderr.write(f"runner mcp: could not remove the sandbox of session {runner.session_id}: {e}\n")
 
@@ -402,19 +401,29 @@ class Registry:
             if len(self.sessions) + self.one_shots >= self.opts.max_sessions:
                 raise NoSandbox(f"runner mcp serves at most {self.opts.max_sessions} sandboxes at once "
                                 "(--max-sessions): end a session (DELETE) or wait for an idle one to be reaped")
+            admitted = self.admit(ctx)
             if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
                 self.one_shots += 1
-                return _OneShot(self.make_runner_for(ctx), self._release_one_shot), True
-            s = self.sessions[sid] = Session(self.make_runner_for(ctx))
+                return Session(self.make_runner_for(ctx), release=self._one_shot_ended(admitted)), True
+            s = self.sessions[sid] = Session(self.make_runner_for(ctx), release=admitted)
             return s, False
 
     def make_runner_for(self, ctx) -> Callable[[], Any]:
         """What makes the Runner of the session this request opens (runner serve: the tenant's)."""
         return self.opts.make_runner
 
-    def _release_one_shot(self) -> None:
-        with self._lock:
-            self.one_shots -= 1
+    def admit(self, ctx) -> Callable[[], None] | None:
+        """Raise NoSandbox when the session this request opens is one too many for whoever opens
+        it (runner serve: the tenant's maximum); else what to call when it ends."""
+        return None
+
+    def _one_shot_ended(self, admitted: Callable[[], None] | None) -> Callable[[], None]:
+        def ended() -> None:
+            with self._lock:
+                self.one_shots -= 1
+            if admitted is not None:
+                admitted()
+        return ended
 
     def end(self, sid: str) -> None:
         with self._lock:
@@ -448,22 +457,6 @@ class Registry:
             t.start()
         for t in threads:
             t.join()
-
-
-class _OneShot(Session):
-    """The sandbox of one request outside any session, counted by the registry while it exists."""
-
-    def __init__(self, make_runner, release: Callable[[], None]) -> None:
-        super().__init__(make_runner)
-        self._release = release
-
-    def close(self) -> None:
-        try:
-            super().close()
-        finally:
-            release, self._release = self._release, None
-            if release is not None:
-                release()
 
 
 def _end_on_delete(app, registry: Registry):
@@ -535,7 +528,7 @@ def serve_http(opts: Options, host: str, port: int) -> int:
     if opts.max_sessions < 1:
         raise UsageError("--max-sessions must be at least 1")
     opts.make_runner().close()  # a bad option fails here, before serving
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if host not in LOOPBACK:
         sys.stderr.write(f"runner mcp: warning: serving on {host} without authentication: anyone who reaches "
                          "this port can run tools in sandboxes with your workspace\n")
     try:

@@ -56,12 +56,12 @@ class Sandbox:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
         t0 = time.monotonic()
-        self.executor.start()
-        # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
-        # docker-init (dumpable, holding the same stdio) sits in front of the channel.
-        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
-                                                    own_init=True))
-        try:
+        try:  # any failure from here closes what was made (a container may exist, unstarted)
+            self.executor.start()
+            # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
+            # docker-init (dumpable, holding the same stdio) sits in front of the channel.
+            self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
+                                                        own_init=True))
             self.proc.write(bundle.payload())
             hello = json.dumps({**self.hello_msg, "key": self._key.hex()}, ensure_ascii=False).encode("utf-8")
             self.proc.write(hello + b"\n")

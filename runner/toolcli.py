@@ -19,13 +19,8 @@ def make_runner(workspace: str, executor: str | None, policy: str | None, protec
 
 
 def require_engine(r) -> None:
-    """Raise EngineUnavailable (one line, exit 69) when the sandboxes' engine does not answer. A
-    per-session Runner found out when it started; a per-call one starts sandboxes only later, and
-    would report each call's failure as a tool error instead."""
-    if r.policy.sandbox.executor == "docker" and r.lifecycle == "per-call":
-        from executors.docker.engine import connect
-
-        connect().close()
+    """EngineUnavailable (one line, exit 69) now rather than as each call's tool error."""
+    r.session.placement.require_engine(r.lifecycle)
 
 
 def parse_args_json(text: str) -> dict:

@@ -41,11 +41,15 @@ def _ours(client) -> dict[str, dict]:
 
 
 def _leaked(labels: dict) -> bool:
-    """Made by this process, or by a process that is gone (a CLI run by the test). Containers
-    of other live processes (another test run on this machine) are not this test's."""
-    from executors.docker.labels import orphan_reason
+    """Made by this process, or by a process it started that is gone (a CLI run by the test).
+    Containers of other processes (another test run on this machine, and what its CLIs left
+    for a moment) are not this test's."""
+    from executors.docker import labels as L
 
-    return labels.get("runner.owner.pid") == str(os.getpid()) or orphan_reason(labels) is not None
+    me = str(os.getpid())
+    if labels.get(L.OWNER_PID) == me:
+        return True
+    return labels.get(L.OWNER_PARENT) == me and L.orphan_reason(labels) is not None
 
 
 @pytest.fixture

@@ -77,7 +77,6 @@ class DockerExecutor(Executor):
         self._client = client
         self.container = None
         self._lock = threading.Lock()
-        self._creating = 0  # containers asked for and not known to be removed (stop() then looks for them)
 
     @property
     def client(self):
@@ -97,12 +96,13 @@ class DockerExecutor(Executor):
             self._remove_owed()  # also connects (once per process and engine address)
             if self.config.lifecycle == "per-session" and self.container is None:
                 self.container = self._create(KEEPALIVE, role="session")
-                self._creating -= 1  # held in self.container from here
                 self.container.start()
 
     def stop(self) -> None:
-        """Remove the session container, and any per-call container of this executor that an
-        interrupt caught between its creation and its hand-over (belt and braces)."""
+        """Remove the session container and every other container of this executor: one an
+        interrupt caught between its creation and its hand-over, or one the engine created and
+        then would not start or attach (an engine shutting down still answers a create on a
+        kept-alive connection, and refuses the next new one: such containers stay "Created")."""
         with self._lock:
             c, self.container = self.container, None
         removed = True
@@ -111,7 +111,7 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception as e:
                 removed = _gone_or_going(e)
-        if self.config.lifecycle == "per-call" and self._client is not None:
+        if self._client is not None:
             removed = self._remove_all(self._client, self.instance) and removed
         if not removed:
             with _owed_lock:
@@ -158,7 +158,6 @@ class DockerExecutor(Executor):
             kw["user"] = user
         import docker.errors
 
-        self._creating += 1
         try:
             created = self.client.api.create_container(**kw)
         except docker.errors.ImageNotFound:
@@ -166,10 +165,6 @@ class DockerExecutor(Executor):
             raise
         # The model without an inspect round trip: only the id is needed until a reload.
         return self.client.containers.prepare_model({"Id": created["Id"]})
-
-    def _removed(self) -> None:
-        with self._lock:
-            self._creating -= 1
 
     def is_alive(self) -> bool:
         if self.container is None:
@@ -233,13 +228,11 @@ class DockerExecutor(Executor):
                     failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
                 if failure is None:
                     raise
-                self._creating -= 1
                 return FailedProcess(failure)
-            return ContainerProcess(c, sock, started, on_removed=self._removed)
+            return ContainerProcess(c, sock, started)
         except BaseException:
             try:
                 c.remove(force=True)
-                self._creating -= 1
             except Exception:
-                pass
+                pass  # stop() sweeps this executor's label, or owes it to the engine
             raise

@@ -8,6 +8,7 @@ import time
 MANAGED = "runner.managed"
 OWNER_PID = "runner.owner.pid"
 OWNER_START = "runner.owner.start"
+OWNER_PARENT = "runner.owner.parent"  # who started the owner (a shell, a test run): for whoever reads gc's list
 OWNER_HOST = "runner.owner.host"
 SESSION = "runner.session"
 CREATED = "runner.created"
@@ -33,6 +34,7 @@ def make_labels(session: str, ttl: float, role: str = "sandbox", extra: dict[str
         MANAGED: "true",
         OWNER_PID: str(pid),
         OWNER_START: process_start_time(pid) or "",
+        OWNER_PARENT: str(os.getppid()),
         OWNER_HOST: socket.gethostname(),
         SESSION: session,
         CREATED: f"{now:.3f}",

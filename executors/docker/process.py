@@ -192,11 +192,10 @@ class ExecProcess(DockerStreamProcess):
 class ContainerProcess(DockerStreamProcess):
     """A container whose main process is the command (`docker run --rm` style); removed on close."""
 
-    def __init__(self, container, sock, started: float, on_removed=None) -> None:
+    def __init__(self, container, sock, started: float) -> None:
         self.container = container
         self.started = started
         self._code: int | None = None
-        self.on_removed = on_removed  # told once the container is known to be gone
         super().__init__(sock)
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -240,10 +239,7 @@ class ContainerProcess(DockerStreamProcess):
         except docker.errors.NotFound:
             pass
         except Exception:
-            return  # still there, maybe: the executor's stop() looks for it by its labels
-        if self.on_removed is not None:
-            self.on_removed, done = None, self.on_removed
-            done()
+            pass  # still there, maybe: the executor's stop() looks for it by its labels
 
 
 def engine_lost(e: Exception) -> Exception:

@@ -126,6 +126,15 @@ class Placement:
     def close(self) -> None:
         """Remove what open() and ship() made. Each step runs even after an earlier one failed."""
 
+    def require_engine(self, lifecycle: str) -> None:
+        """Raise EngineUnavailable (one line, exit 69) when what makes the sandboxes does not
+        answer, for a Runner that makes them only later (per call): it would otherwise report
+        each call's failure as a tool error."""
+
+    def remove_sandboxes(self) -> None:
+        """Force-remove this session's sandboxes made by this process now, under a call still
+        running (its client gone), so the call ends now rather than at its timeout."""
+
     # -- the sandbox ----------------------------------------------------------------------
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]) -> Any:
         """A Sandbox (not started) on this backend's executor. `hello` holds what every agent is

@@ -99,6 +99,28 @@ class DockerPlacement(Placement):
             self.egress.stop()
 
     # -- the sandbox ----------------------------------------------------------------------
+    def require_engine(self, lifecycle: str) -> None:
+        if lifecycle == "per-call":  # a per-session Runner found out when it started
+            from executors.docker.engine import connect
+
+            connect().close()
+
+    def remove_sandboxes(self) -> None:
+        from executors.docker.engine import connect
+
+        client = connect()
+        try:
+            for c in client.api.containers(all=True, filters={"label": self._agents()}):
+                client.api.remove_container(c["Id"], force=True)
+        finally:
+            client.close()
+
+    def _agents(self) -> list[str]:
+        """Label filters of this session's agent sandboxes made by this process."""
+        from executors.docker import labels as L
+
+        return [f"{L.SESSION}={self.setting.session_id}", f"{L.OWNER_PID}={os.getpid()}", f"{L.ROLE}=agent"]
+
     def protection_mounts(self, protected: list[str]) -> list:
         """The read-only mounts of the protected paths and the pins that keep them and their
         ancestors (and the workspace's policy mount sources) where they are. Missing protected

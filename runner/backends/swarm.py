@@ -48,6 +48,20 @@ class SwarmPlacement(DockerPlacement):
                             "nodes while a host command runs")
         yield  # pragma: no cover
 
+    def require_engine(self, lifecycle: str) -> None:
+        """Swarm sandboxes are per-session: the manager answered when the session started."""
+
+    def remove_sandboxes(self) -> None:
+        """Remove the session's services (their tasks' containers go with them) on the manager."""
+        from executors.docker.engine import connect
+
+        client = connect(self.config.manager)
+        try:
+            for svc in client.api.services(filters={"label": self._agents()}):
+                client.api.remove_service(svc["ID"])
+        finally:
+            client.close()
+
     def executor(self, cfg):
         from executors.swarm import SwarmConfig, SwarmExecutor
 

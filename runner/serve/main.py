@@ -120,7 +120,9 @@ async def _serve(app, state, opts: ServeOptions) -> None:
 
 def serve(opts: ServeOptions) -> int:
     app, state = build(opts)
-    if opts.host not in ("127.0.0.1", "localhost", "::1"):
+    from ..mcp_server import LOOPBACK
+
+    if opts.host not in LOOPBACK:
         sys.stderr.write(f"runner serve: serving on {opts.host}: use TLS in front of it (a reverse proxy), keys "
                          "travel in headers\n")
     try:

@@ -76,6 +76,10 @@ class Sessions:
         self.tenant_network = tenant_network  # tenant name -> its network for allowlist egress, or None
         self._lock = threading.Lock()
         self.live: dict[str, Live] = {}
+        # /v1 and /mcp sessions count against one maximum per tenant: admitted one at a time in
+        # this process (the tenant's row lock serialises instances sharing a database)
+        self.admission = threading.Lock()
+        self.held_elsewhere: Callable[[str], int] = lambda tenant: 0  # a tenant's MCP sessions here
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -85,20 +89,38 @@ class Sessions:
     def create(self, grant: Grant, policy: str) -> str:
         sid = "s" + secrets.token_hex(12)
         now = time.time()
-        with self.db.session.begin() as s:
+        with self.admission, self.db.session.begin() as s:
             # Serialise creations of this tenant (a row lock on PostgreSQL; SQLite writes are serial).
             s.execute(select(D.Tenant.name).where(D.Tenant.name == grant.name).with_for_update())
-            n = s.scalar(select(func.count()).select_from(D.Session).where(D.Session.tenant == grant.name,
-                                                                              D.Session.state == "open"))
-            if n >= grant.max_sessions:
-                raise Full(f"tenant {grant.name} has {n} open sessions, its maximum: delete one (DELETE "
-                           "/v1/sessions/ID) or wait for an idle one to time out")
+            self.refuse_past_maximum(grant, self._open_rows(s, grant.name))
             ws = self.workspace(grant.name, sid)
             ws.mkdir(parents=True, mode=0o755)
             own_workspace(ws)
             s.add(D.Session(id=sid, tenant=grant.name, policy=policy, state="open", reason="", owner="",
                             created=now, last_used=now))
         return sid
+
+    @staticmethod
+    def _open_rows(s, tenant: str) -> int:
+        return s.scalar(select(func.count()).select_from(D.Session).where(D.Session.tenant == tenant,
+                                                                          D.Session.state == "open"))
+
+    def refuse_past_maximum(self, grant: Grant, rows: int) -> None:
+        """Full when the tenant's /v1 sessions (rows) and MCP sessions leave no room for one more."""
+        mcp = self.held_elsewhere(grant.name)
+        if rows + mcp >= grant.max_sessions:
+            raise Full(f"tenant {grant.name} has {rows + mcp} open sessions ({rows} on /v1, {mcp} over MCP), its "
+                       "maximum: end one (DELETE /v1/sessions/ID, or the MCP session) or wait for an idle one to "
+                       "time out")
+
+    def admit_elsewhere(self, grant: Grant, hold: Callable[[], None]) -> None:
+        """Admit a session held outside the table (an MCP session): Full past the maximum, else
+        hold() records it, under the same admission as /v1's."""
+        with self.admission:
+            with self.db.session() as s:
+                rows = self._open_rows(s, grant.name)
+            self.refuse_past_maximum(grant, rows)
+            hold()
 
     def row(self, grant: Grant, sid: str) -> D.Session:
         """The open session of this tenant, or NotFound / Gone."""

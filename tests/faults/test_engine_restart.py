@@ -10,36 +10,20 @@ import threading
 import pytest
 
 from runner import Runner
-from runner.core import CALL_GRACE
+
+from .midcall import TIMEOUT, break_mid_call
 
 pytestmark = pytest.mark.docker
-
-TIMEOUT = 120  # the in-flight call's own timeout
-
 
 def _sandboxes(engine, session: str) -> set[str]:
     return set(engine.containers(f"runner.session={session}"))
 
 
-def _stop_mid_call(engine, r: Runner, ws) -> tuple[dict, set[str]]:
-    """Start a long bash call, stop dockerd once the command runs, and return the call's result
-    and the containers that existed before the stop."""
-    out: dict = {}
-    marker = ws / "started"
-
-    def go():
-        out["result"] = r.call("bash", {"command": f"touch {marker.name}; exec sleep 600", "timeout": TIMEOUT})
-
-    t = threading.Thread(target=go)
-    t.start()
-    while not marker.exists():
-        assert t.is_alive(), out
-        t.join(0.05)
-    before = _sandboxes(engine, r.session_id)
-    engine.stop()
-    t.join(TIMEOUT + CALL_GRACE)  # the Runner's own bound on a call: it must have answered by then
-    assert not t.is_alive(), "the call did not return within its timeout after the engine stopped"
-    return out["result"], before
+def _stop_mid_call(engine, r: Runner, ws) -> tuple[object, set[str]]:
+    """Stop dockerd while a long call runs; the call's result and the containers before the stop."""
+    before: set[str] = set()
+    res = break_mid_call(r, ws, lambda: (before.update(_sandboxes(engine, r.session_id)), engine.stop()))
+    return res, before
 
 
 @pytest.mark.parametrize("lifecycle", ["per-session", "per-call"])

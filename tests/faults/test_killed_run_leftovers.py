@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,10 @@ def test_dead_runs_namespaces_links_processes_and_dirs_are_removed():
     # a daemon the killed run started in its namespace, in a session of its own: it outlived it
     daemon = subprocess.Popen(["ip", "netns", "exec", ns, "sleep", "600"], start_new_session=True)
     try:
+        inside = os.stat(f"/var/run/netns/{ns}").st_ino
+        while os.stat(f"/proc/{daemon.pid}/ns/net").st_ino != inside:  # `ip` enters it, then execs
+            assert daemon.poll() is None
+            time.sleep(0.01)
         removed = sweep(engine=False)
         assert f"netns {ns}" in removed and f"dir {d}" in removed, removed
         assert not os.path.exists(f"/var/run/netns/{ns}")

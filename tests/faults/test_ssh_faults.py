@@ -5,20 +5,16 @@ reconnects."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import threading
-import time
 
 import pytest
 
 from executors.ssh import SSHConfig
 from runner import Runner
-from runner.core import CALL_GRACE
 
-from ..ssh.sshd import SSHD, Sshd, make_sshd
+from ..ssh.sshd import Sshd, make_sshd
+from .midcall import break_mid_call
 
-TIMEOUT = 120  # the in-flight call's own timeout
 
 
 class NetnsSshd(Sshd):
@@ -29,22 +25,12 @@ class NetnsSshd(Sshd):
         super().__init__(dir, port)
         self.ns, self.host_if, self.addr = ns, host_if, addr
 
-    def start(self) -> "NetnsSshd":
-        os.makedirs("/run/sshd", exist_ok=True)
-        self.proc = subprocess.Popen(["ip", "netns", "exec", self.ns, SSHD, "-D", "-e", "-f",
-                                      str(self.dir / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.dir / "sshd.log", "ab"))
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection((self.addr, self.port), timeout=1) as s:
-                    if s.recv(4).startswith(b"SSH-"):
-                        return self
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError(f"sshd did not start: {(self.dir / 'sshd.log').read_text()[-2000:]}")
+    @property
+    def host(self) -> str:
+        return self.addr
+
+    def argv(self) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *super().argv()]
 
     def link(self, up: bool) -> None:
         subprocess.run(["ip", "link", "set", self.host_if, "up" if up else "down"], check=True)
@@ -97,25 +83,6 @@ def _runner(server, addr: str, ws) -> Runner:
     return Runner(executor="ssh", workspace=ws, ssh=cfg)
 
 
-def _break_mid_call(r: Runner, ws, breaking) -> object:
-    out: dict = {}
-    marker = ws / "started"
-
-    def go():
-        out["result"] = r.call("bash", {"command": f"touch {marker.name}; exec sleep 600", "timeout": TIMEOUT})
-
-    t = threading.Thread(target=go)
-    t.start()
-    while not marker.exists():
-        assert t.is_alive(), out
-        t.join(0.05)
-    marker.unlink()
-    breaking()
-    t.join(TIMEOUT + CALL_GRACE)  # the Runner's own bound on a call
-    assert not t.is_alive(), "the call did not return within its timeout"
-    return out["result"]
-
-
 def _lost(res) -> None:
     assert res.is_error
     assert "SSH connection" in res.text and "was lost" in res.text, res.text
@@ -125,7 +92,7 @@ def _lost(res) -> None:
 def test_sshd_killed_mid_command_then_restarted(loop_sshd, workspace):
     with _runner(loop_sshd, "127.0.0.1", workspace) as r:
         assert r.call("bash", {"command": "echo up"}).text == "up\n"
-        _lost(_break_mid_call(r, workspace, loop_sshd.stop))
+        _lost(break_mid_call(r, workspace, loop_sshd.stop))
         loop_sshd.start()
         again = r.call("bash", {"command": "echo back"})
         assert again.text == "back\n", again.text
@@ -134,7 +101,7 @@ def test_sshd_killed_mid_command_then_restarted(loop_sshd, workspace):
 def test_link_to_the_host_taken_down_mid_command(netns_sshd, workspace):
     with _runner(netns_sshd, netns_sshd.addr, workspace) as r:
         assert r.call("bash", {"command": "echo up"}).text == "up\n"
-        _lost(_break_mid_call(r, workspace, lambda: netns_sshd.link(False)))
+        _lost(break_mid_call(r, workspace, lambda: netns_sshd.link(False)))
         netns_sshd.link(True)
         again = r.call("bash", {"command": "echo back"})
         assert again.text == "back\n", again.text

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .conftest import add_tenant
+from .conftest import add_tenant, runner_argv
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -68,3 +68,23 @@ def egress_of(docker_client, sid: str):
     nets = [n["Name"] for n in docker_client.api.networks(names=[f"runner-egress-{sid}"])]
     rules = subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
     return cs, nets, f"runner-egress:{sid}" in rules
+
+
+def test_runner_gc_removes_what_a_killed_server_left_when_none_restarts(start_server, data, tmp_path, docker_client):
+    pol = tmp_path / "egress.yaml"
+    pol.write_text(ALLOWLIST)
+    key = add_tenant("tg", data, pol)
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "echo up"}})
+        assert r.status_code == 200, r.text
+    assert docker_client.api.networks(names=["runner-tenant-tg"])
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait()
+    gc = subprocess.run(runner_argv("gc"), capture_output=True, text=True, timeout=300)
+    assert gc.returncode == 0, gc.stderr
+    out = gc.stdout
+    assert "runner-tenant-tg" in out, out
+    assert not docker_client.api.networks(names=["runner-tenant-tg"])
+    assert egress_of(docker_client, sid) == ([], [], False)

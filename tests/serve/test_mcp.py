@@ -67,3 +67,43 @@ def test_mcp_sessions_with_keys_one_sandbox_each(start_server, data, policy_file
     wait_for(lambda: not tenant_containers(docker_client, "m1"), 60, "the MCP session's sandbox removed")
     wait_for(lambda: not any((data / "mcp" / "m1").iterdir()), 60, "the MCP session's workspace removed")
 
+
+
+def test_mcp_sessions_count_against_the_tenants_maximum_with_v1_sessions(start_server, data, policy_file,
+                                                                           docker_client):
+    """One session allowed: an open /v1 session leaves no room for an MCP one (a clear tool
+    error), and an open MCP session none for a /v1 one (429); ending either makes room."""
+    key = add_tenant("one", data, policy_file, "--max-sessions", "1")
+    server = start_server("--data", str(data))
+    url = server.url + "/mcp"
+    seen = {}
+
+    async def main():
+        with server.client(key) as c:
+            sid = c.post("/v1/sessions", json={}).json()["id"]
+            async with AsyncExitStack() as stack:
+                http = await stack.enter_async_context(httpx2.AsyncClient(
+                    headers={"Authorization": f"Bearer {key}"}, timeout=120))
+                read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+                s = await stack.enter_async_context(ClientSession(read, write))
+                await s.initialize()
+                seen["refused"] = await s.call_tool("bash", {"command": "echo no"})
+                assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+                seen["admitted"] = await s.call_tool("bash", {"command": "echo yes"})
+                seen["v1_while_mcp"] = c.post("/v1/sessions", json={}).status_code
+            # the client's exit ended the MCP session (DELETE; its sandbox goes, then its place):
+            # room again on /v1, and 429 until then
+            def room() -> bool:
+                r = c.post("/v1/sessions", json={})
+                if r.status_code == 201:
+                    assert c.delete(f"/v1/sessions/{r.json()['id']}").status_code == 204
+                    return True
+                assert r.status_code == 429, r.text
+                return False
+            wait_for(room, 60, "room for a /v1 session once the MCP session ended")
+    anyio.run(main)
+    refused = seen["refused"]
+    assert refused.is_error and "has 1 open sessions (1 on /v1, 0 over MCP)" in text(refused), text(refused)
+    assert not seen["admitted"].is_error and text(seen["admitted"]).strip() == "yes"
+    assert seen["v1_while_mcp"] == 429
+    assert not tenant_containers(docker_client, "one")

@@ -35,14 +35,20 @@ class Sshd:
     def known_hosts(self) -> str:
         return str(self.dir / "known_hosts")
 
+    @property
+    def host(self) -> str:
+        return "127.0.0.1"
+
+    def argv(self) -> list[str]:
+        return [SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")]
+
     def start(self) -> "Sshd":
         os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege-separation directory
-        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(self.dir / "sshd_config")],
-                                     stdout=subprocess.DEVNULL, stderr=open(self.dir / "sshd.log", "ab"))
+        self.proc = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=open(self.dir / "sshd.log", "ab"))
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                with socket.create_connection((self.host, self.port), timeout=1) as s:
                     if s.recv(4).startswith(b"SSH-"):
                         return self
             except OSError:

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 from ..faults.privengine import drop_stale_containerd_pid
-from ..leftovers import remove_tree
+from ..leftovers import owner_alive, remove_tree
 
 PREFIX = "runner-swarm-test"
+MADE_BY = f"{PREFIX}-made-by"  # manager node label: the pid of the test run that made the swarm
 MAIN_ENGINE = "unix:///var/run/docker.sock"
 
 
@@ -110,11 +111,18 @@ class Cluster:
         sh("ip", "-n", self.netns, "addr", "add", f"{self.ns_ip}/30", "dev", self.veth_ns)
         sh("ip", "-n", self.netns, "link", "set", self.veth_ns, "up")
         sh("ip", "-n", self.netns, "link", "set", "lo", "up")
+        # a manager advertised on another subnet (a swarm this engine was in already) is reached
+        # through the host end of the pair; the host delivers locally, so no forwarding is needed
+        sh("ip", "-n", self.netns, "route", "add", "default", "via", self.host_ip)
         self.start_worker_engine()
         if self.was_swarm is None:
             sh("docker", "swarm", "init", "--advertise-addr", self.host_ip, "--listen-addr", f"{self.host_ip}:2377")
             self.made_swarm = True
         self.manager_id = json.loads(sh("docker", "info", "--format", "{{json .Swarm}}"))["NodeID"]
+        if self.made_swarm:
+            sh("docker", "node", "update", "--label-add", f"{MADE_BY}={os.getpid()}", self.manager_id)
+        else:
+            self._refuse_a_live_runs_swarm()
         token = sh("docker", "swarm", "join-token", "-q", "worker")
         addr = self.host_ip if self.made_swarm else self.was_swarm["RemoteManagers"][0]["Addr"].rsplit(":", 1)[0]
         self.worker("swarm", "join", "--token", token, "--advertise-addr", self.ns_ip, f"{addr}:2377")
@@ -123,6 +131,16 @@ class Cluster:
         self.wait_ready(self.worker_id)
         for image in self.images:
             self.load_image(image)
+
+    def _refuse_a_live_runs_swarm(self) -> None:
+        """Another test run on this machine made this swarm and still runs: it leaves the swarm at
+        its end, under this run's worker. Say so, rather than fail later in odd ways."""
+        labels = json.loads(sh("docker", "node", "inspect", "--format", "{{json .Spec.Labels}}", self.manager_id))
+        maker = (labels or {}).get(MADE_BY)
+        if maker and int(maker) != os.getpid() and owner_alive(int(maker)):
+            raise RuntimeError(f"the main engine is manager of a test swarm made by the test run of pid {maker}, "
+                               "which still runs: two runs of the swarm tests on one machine cannot share it; "
+                               "run them one at a time")
 
     def worker(self, *args: str, **kw) -> str:
         return sh("docker", "-H", self.worker_url, *args, **kw)
