@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from .base import Executor, Process
 from .docker import labels as L
 from .docker.config import SandboxConfig, merged_limits
+from .docker.hardening import host_pids_limit
 from .docker.process import PID_WRAPPER, ExecProcess
 from .errors import EngineUnavailable, ExecutorError, InvalidConfig, SandboxGone
 from .models import DEFAULT_LIMITS, ExecRequest
@@ -142,7 +143,7 @@ def service_spec(cfg: SwarmConfig, labels: dict[str, str], network_id: str, imag
     if lim.memory:
         limits["MemoryBytes"] = reserve["MemoryBytes"] = lim.memory
     if lim.pids:
-        limits["Pids"] = lim.pids
+        limits["Pids"] = host_pids_limit(lim.pids, cfg.runtime)
     constraints = list(cfg.placement) + [f"node.id!={n}" for n in avoid]
     if cfg.runtime:
         constraints.append(f"engine.labels.{RUNTIME_LABEL}=={cfg.runtime}")

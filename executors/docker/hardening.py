@@ -17,6 +17,25 @@ DEFAULTS = {
 }
 
 
+# Under gVisor the container's host pids cgroup counts gVisor's own tasks too: the sentry's
+# threads, the gofer, and on the ptrace platform a host stub (with threads) per guest process.
+# Measured here (runsc --platform=ptrace): 44 host tasks for an idle sandbox, about 11 more per
+# guest process. At the host limit the sentry cannot make a thread and the whole sandbox ends
+# (a Go panic, exit status 2: the flake of tests/security/test_protection.py::
+# test_pins_hold_under_gvisor, whose limit of 128 left room for about 8 guest processes). So a
+# limit of N processes is N * 16 + 64 host tasks under runsc: the guest gets about what runc
+# gives it, and the host stays bounded.
+GVISOR_TASKS_PER_PROCESS = 16
+GVISOR_BASE_TASKS = 64
+
+
+def host_pids_limit(pids: int | None, runtime: str | None) -> int | None:
+    """The host cgroup's pids limit that gives the sandbox `pids` processes under `runtime`."""
+    if pids and runtime and runtime.startswith("runsc"):
+        return pids * GVISOR_TASKS_PER_PROCESS + GVISOR_BASE_TASKS
+    return pids
+
+
 def limit_values(limits) -> dict:
     """{memory, cpus, pids, tmpfs}: `limits`' own values, the hardened default for each one unset."""
     return {k: v if (v := getattr(limits, k, None)) is not None else d for k, d in DEFAULT_LIMIT_VALUES.items()}
@@ -39,7 +58,7 @@ def create_kwargs(cfg, labels: dict[str, str]) -> tuple[dict, dict]:
         security_opt=security_opt,
         read_only=cfg.read_only_root,
         tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim['tmpfs']},mode=1777"},
-        pids_limit=lim["pids"],
+        pids_limit=host_pids_limit(lim["pids"], cfg.runtime),
         mem_limit=lim["memory"],
         memswap_limit=lim["memory"],
         nano_cpus=int(lim["cpus"] * 1e9) if lim["cpus"] else None,

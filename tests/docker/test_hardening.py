@@ -14,6 +14,20 @@ from executors.models import ExecRequest, Limits
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
 
+def test_gvisor_gives_the_sandbox_its_pids_limit_in_processes(docker_client):
+    """Under runsc the host pids cgroup also counts gVisor's own tasks (about 11 per guest process
+    on the ptrace platform): a limit of 64 left room for no more than a couple of processes, and
+    the sandbox then died whole (exit status 2, a panic in gVisor). The limit means processes."""
+    if "runsc" not in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("runsc (gVisor) is not configured on this engine; `runner doctor` says how")
+    with DockerExecutor(runtime="runsc", limits=Limits(pids=64), labels={"runner.test": "hardening"}) as ex:
+        res = ex.run(["sh", "-c", "for i in $(seq 40); do sleep 3 & done; wait; echo ok"])
+        assert (res.exit_code, res.stdout) == (0, b"ok\n"), res
+        bomb = ex.run(["bash", "-c", "b() { b | b & }; b; sleep 60"], timeout=10)
+        assert bomb.exit_code != 0  # stopped: by the limit, or by runner at the timeout
+    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+
+
 @pytest.fixture
 def box():
     with DockerExecutor(limits=Limits(memory="128m", pids=64), labels={"runner.test": "hardening"}) as ex:
