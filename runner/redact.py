@@ -9,7 +9,9 @@ Two sources: configured secret values (also their base64 — at any alignment, s
 for common key formats. An image block (base64 `data`) is checked on its decoded bytes and on its
 base64 text; one that holds a secret is replaced by a text block saying so. Each match becomes `[REDACTED:kind]`. All patterns are compiled once; each
 starts with a literal (which the regex engine finds at memchr speed) or has a cheap substring
-guard, so ordinary output costs a handful of C-speed scans (about 10 ms per MB here).
+guard, so ordinary output costs a handful of C-speed scans (about 10 ms per MB here). A short
+string (a call's meta, a status line) is first searched once for all those literals, folded:
+most hold none, and cost about 0.3 µs instead of 7.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 MIN_SECRET_LEN = 4  # shorter configured values would shred ordinary text; they are ignored
 MIN_ENCODED_LEN = 8  # shortest base64 fragment of a secret that is worth matching
+PREFILTER_MAX = 4096  # characters up to which all rules' guards and leads are searched for at once first
 
 
 _TAG = re.compile(r"\[REDACTED:([a-z0-9-]+)\]")
@@ -42,11 +45,13 @@ class Rule:
     guards: tuple[str, ...] = ()
     fold: bool = False
     not_after: frozenset[str] = frozenset()  # a match preceded by one of these is left alone
+    lead: tuple[str, ...] = ()  # a pattern that starts with a literal: one of these starts every match
 
 
 def _r(kind: str, regex: str, guards: tuple[str, ...] = (), flags: int = 0, fold: bool = False,
-       not_after: str = "") -> Rule:
-    return Rule(kind, re.compile(regex, flags), guards, fold, frozenset(not_after))
+       not_after: str = "", lead: tuple[str, ...] = ()) -> Rule:
+    return Rule(kind, re.compile(regex, flags), guards, fold, frozenset(not_after), lead)
+
 
 
 # Patterns start with their literal so the regex engine can jump from one candidate to the next
@@ -67,9 +72,9 @@ RULES: tuple[Rule, ...] = (
     _r("private-key",
        r"-----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----"
        r"(?:.*?-----END[A-Z0-9 ]{0,40} PRIVATE KEY( BLOCK)?-----|[A-Za-z0-9+/=:,.\s\\-]*)",
-       (), re.DOTALL),
+       lead=("-----BEGIN",), flags=re.DOTALL),
     _r("aws-access-key", r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|IPA|NPA|NVA|PKA)[A-Z0-9]{16}(?![A-Z0-9])",
-       not_after=_WORD),
+       lead=("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "AIPA", "ANPA", "ANVA", "APKA"), not_after=_WORD),
     # AWS secret keys and session tokens only in assignments: 40 base64 characters alone look
     # like too many ordinary things (a git SHA is 40 hex characters).
     _r("aws-secret-key",
@@ -78,16 +83,16 @@ RULES: tuple[Rule, ...] = (
        ("access_key", "accesskey", "secret_key", "secretkey", "session_token", "sessiontoken",
         "security_token", "securitytoken"), fold=True),
     _r("github-token", rf"g(?:h[pousr]_[A-Za-z0-9]{{36,251}}|ithub_pat_[A-Za-z0-9_]{{22,251}})(?![{_TOK}])",
-       not_after=_WORD + "-"),
-    _r("anthropic-key", rf"sk-ant-[{_TOK}]{{20,}}", not_after=_WORD + "-"),
+       lead=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), not_after=_WORD + "-"),
+    _r("anthropic-key", rf"sk-ant-[{_TOK}]{{20,}}", lead=("sk-ant-",), not_after=_WORD + "-"),
     # OpenAI: sk-, sk-proj-, sk-svcacct-, sk-admin-; at least 20 characters and one digit, so
     # words like sk-learn-compatible-estimators stay.
-    _r("openai-key", rf"sk-(?!ant-)(?=[{_TOK}]*[0-9])[{_TOK}]{{20,}}", not_after=_WORD + "-"),
-    _r("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}", not_after=_WORD),
-    _r("google-api-key", rf"AIza[{_TOK}]{{35}}(?![{_TOK}])", not_after=_WORD + "-"),
+    _r("openai-key", rf"sk-(?!ant-)(?=[{_TOK}]*[0-9])[{_TOK}]{{20,}}", lead=("sk-",), not_after=_WORD + "-"),
+    _r("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}", lead=("xox",), not_after=_WORD),
+    _r("google-api-key", rf"AIza[{_TOK}]{{35}}(?![{_TOK}])", lead=("AIza",), not_after=_WORD + "-"),
     _r("stripe-key", r"[sr]k_live_[A-Za-z0-9]{20,}", ("_live_",), not_after=_WORD),
     # JWTs: the two eyJ… parts are distinctive enough to be caught even glued to other text.
-    _r("jwt", r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
+    _r("jwt", r"eyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*", lead=("eyJ",)),
     # Authorization headers: anything after the scheme. A bare "Bearer x" elsewhere only when the
     # token has a digit, so prose ("bearer authentication") stays.
     _r("authorization",
@@ -97,7 +102,7 @@ RULES: tuple[Rule, ...] = (
     _r("bearer-token", _ci("bearer") + r"\s+(?P<v>(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{8,}=*)", ("bearer",),
        fold=True, not_after=_WORD),
     # scheme://user:password@host: the password (the user may be empty, as in redis://:pw@h).
-    _r("url-credentials", r"://[^\s:/?#@\"'<>\[\]]*:(?P<v>[^\s/?#@\"'<>]+)@"),
+    _r("url-credentials", r"://[^\s:/?#@\"'<>\[\]]*:(?P<v>[^\s/?#@\"'<>]+)@", lead=("://",)),
 )
 
 
@@ -147,6 +152,13 @@ class Redactor:
         self.secret_kind = secret_kind
         self._values: set[str] = set()
         self._secret_re: re.Pattern | None = None
+        # Short text (most of a call's strings: its meta, a status line) is first searched once
+        # for every rule's guards and leads at once, folded: one C-speed search instead of a
+        # Python-level pass per rule. Long text skips it (an alternation scans a megabyte slower
+        # than the rules' own guards and literal-led patterns). Only when every rule has either.
+        hints = [r.guards or r.lead for r in self.rules]
+        self._maybe = None if not all(hints) or not hints else re.compile(
+            "|".join(re.escape(g.lower()) for h in hints for g in h))
         for v in values:
             if v:
                 self._values |= secret_variants(str(v))
@@ -170,6 +182,10 @@ class Redactor:
         if self._secret_re is not None and any(v in text for v in self._values):
             text = self._secret_re.sub(tag(self.secret_kind), text)
         lower = None
+        if self._maybe is not None and len(text) <= PREFILTER_MAX:
+            lower = text.lower()
+            if self._maybe.search(lower) is None:
+                return text
         for rule in self.rules:
             if rule.guards:
                 if rule.fold:

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from runner.redact import Redactor, redact, secret_variants
+from runner.redact import PREFILTER_MAX, RULES, Redactor, redact, secret_variants
 from runner.results import ToolResult
 
 SECRET = "hunter2-Sup3r/secret+value"
@@ -86,7 +86,7 @@ PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3a
        "R3hHn0aMKNVQ8s5DJ4e5ikQRbAbpvYzqhBQ1E9iHhdP7DMu3sR1fIoxAe6l+8Dpr\n-----END RSA PRIVATE KEY-----")
 
 
-@pytest.mark.parametrize("text, expected", [
+RULE_CASES = [
     (f"key {AWS_KEY} here", "key [REDACTED:aws-access-key] here"),
     ("ASIAY34FZKBOKMUTVV7A", "[REDACTED:aws-access-key]"),
     (f"aws_secret_access_key = {AWS_SECRET}", "aws_secret_access_key = [REDACTED:aws-secret-key]"),
@@ -114,9 +114,28 @@ PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3a
     ("xoxb-1234567890-abcdefghij", "[REDACTED:slack-token]"),
     ("AIzaSyA-1234567890abcdefghijklmnopqrstu", "[REDACTED:google-api-key]"),
     ("sk_live_" + "a1B2" * 6, "[REDACTED:stripe-key]"),
-])
+]
+
+
+@pytest.mark.parametrize("text, expected", RULE_CASES)
 def test_rules(text, expected):
     assert redact(text) == expected
+    # the same past PREFILTER_MAX, where no search for every rule's guards and leads comes first
+    pad = "ordinary words, nothing secret here\n" * (PREFILTER_MAX // 36 + 1)
+    assert redact(pad + text) == pad + expected
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.lead], ids=lambda r: r.kind)
+def test_a_rules_lead_starts_each_of_its_matches(rule):
+    """Short text that holds none of a rule's leads skips the rule: sound only if every match
+    starts with one (here each case's text, and the case mixed to other letter cases)."""
+    found = 0
+    for text, _ in RULE_CASES:
+        for variant in (text, text.lower(), text.upper(), text.swapcase()):
+            for m in rule.pattern.finditer(variant):
+                found += 1
+                assert m.group(0).startswith(rule.lead), (rule.kind, m.group(0))
+    assert found, f"no case exercises {rule.kind}"
 
 
 def test_pem_variants():
