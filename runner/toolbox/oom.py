@@ -1,23 +1,56 @@
 """Out-of-memory kills in the sandbox's own memory cgroup, as the kernel counts them.
 
 The kernel counts a kill before it sends the SIGKILL, so once a command is seen ended the count
-already holds its kill: no engine event to wait for (those come later, and asynchronously)."""
+already holds its kill: no engine event to wait for (those come later, and asynchronously).
+The counter's file is opened once and read again with pread: a bash call reads it twice, and an
+open of a cgroup file cost up to 0.2 ms of a call (measured, first call after a pause)."""
 from __future__ import annotations
 
+import os
+import threading
+
 COUNTERS = ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control")  # cgroup v2, v1
+_fd: int | None = None
+_lock = threading.Lock()
+
+
+def _read() -> bytes | None:
+    """The counter file's text: from the fd kept open, else the first of COUNTERS that opens."""
+    global _fd
+    with _lock:
+        if _fd is not None:
+            try:
+                return os.pread(_fd, 4096, 0)
+            except OSError:
+                os.close(_fd)
+                _fd = None
+        for path in COUNTERS:
+            try:
+                fd = os.open(path, os.O_RDONLY)  # not inherited: Python opens with O_CLOEXEC
+            except OSError:
+                continue
+            try:
+                data = os.pread(fd, 4096, 0)
+            except OSError:
+                os.close(fd)
+                continue
+            _fd = fd
+            return data
+    return None
 
 
 def kills() -> int | None:
     """How many processes the memory limit has killed in this cgroup, or None if it cannot be read."""
-    for path in COUNTERS:
-        try:
-            with open(path, encoding="ascii") as f:
-                for line in f:
-                    key, _, value = line.partition(" ")
-                    if key == "oom_kill":
-                        return int(value)
-        except (OSError, ValueError):
-            continue
+    data = _read()
+    if data is None:
+        return None
+    for line in data.decode("ascii", "replace").splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            try:
+                return int(value)
+            except ValueError:
+                return None
     return None
 
 
