@@ -31,7 +31,7 @@ bench-quick: setup
 # llm-sandbox, against the locally built image (SWE-ReX's server is added to a copy of it).
 bench-peers: setup
 	[ -x bench/.venv/bin/python ] || python3 -m venv bench/.venv
-	bench/.venv/bin/pip install -q swe-rex "llm-sandbox[docker]"
+	bench/.venv/bin/pip install -q swe-rex aiohttp "llm-sandbox[docker]"  # swe-rex's remote runtime needs aiohttp, which it does not declare
 	bench/.venv/bin/pip install -q --target bench/.swerex-site swe-rex
 	docker build -q --network none -t runner-bench/swerex:latest -f bench/swerex.Dockerfile bench
 

@@ -165,6 +165,11 @@ def print_summary(results: dict, load_before: str) -> None:
     if "flood_mb_s" in results:
         extra.append(f"flood through bash {results['flood_mb_s']:.0f} MB/s, controller RSS grew "
                      f"{results['flood_rss_growth'] / 2 ** 20:.1f} MiB")
+    for peer in ("swe-rex", "llm-sandbox"):
+        if f"peer_{peer}_call" in results and "bash_call" in results:
+            extra.append(f"{peer}: a call {results[f'peer_{peer}_call'] * 1000:.2f} ms (runner's bash call: "
+                         f"{results['bash_call'] / results[f'peer_{peer}_call']:.2f}x that), a start "
+                         f"{results[f'peer_{peer}_start'] * 1000:.0f} ms")
     for e in extra:
         print(f"- {e}")
 
