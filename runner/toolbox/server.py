@@ -189,9 +189,10 @@ def main(inp=None, out_fd: int | None = None) -> None:
                 channel.send({"op": "error", "error": f"unknown op {op!r}"})
     finally:
         for name in ("procs", "plugins"):  # only those loaded can have started anything
-            loaded = sys.modules.get(f"{__package__}.{name}")
-            if loaded is not None:
-                loaded.shutdown()
+            # one that warm_up() is still importing has no shutdown yet, and has started nothing
+            shutdown = getattr(sys.modules.get(f"{__package__}.{name}"), "shutdown", None)
+            if shutdown is not None:
+                shutdown()
 
 
 def _init_reaper(channel: list) -> None:

@@ -1,0 +1,57 @@
+"""The agent's bootstrap as a sandbox runs it: a real interpreter fed the bundle on stdin."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from runner import bundle
+
+
+def _hello() -> bytes:
+    return json.dumps({"op": "hello", "workspace": os.getcwd(), "key": os.urandom(32).hex()}).encode() + b"\n"
+
+
+def _agent(*flags: str) -> subprocess.Popen:
+    argv = bundle.argv(sys.executable)
+    return subprocess.Popen([argv[0], *flags, *argv[1:]], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def test_an_agent_whose_input_ends_while_it_still_loads_a_tool_module_ends_cleanly(monkeypatch):
+    """Input ending while warm_up() is still importing a tool module: the agent's shutdown
+    found the half-imported module (in sys.modules, without its `shutdown` yet) and died with
+    an AttributeError. Here the half-imported module is put in place before the agent runs."""
+    import io
+    import types
+
+    from runner.toolbox import server
+
+    half = types.ModuleType("runner.toolbox.plugins")  # as sys.modules holds it mid-import
+    monkeypatch.setitem(sys.modules, "runner.toolbox.plugins", half)
+    monkeypatch.chdir(os.getcwd())  # the agent changes to its workspace: this one
+    r, w = os.pipe()
+    try:
+        server.main(io.BytesIO(_hello()), w)  # returns at the end of input
+        os.close(w)
+        w = -1
+        with os.fdopen(r, "rb") as out:
+            r = -1
+            reply = json.loads(out.readline().split(b" ", 1)[1])  # a framed line: MAC, space, JSON
+        assert reply["op"] == "hello" and reply["ok"] is True
+    finally:
+        for fd in (r, w):
+            if fd >= 0:
+                os.close(fd)
+
+
+def test_the_bootstrap_imports_no_importlib_abc_and_no_site():
+    """What the agent loads before its hello is a sandbox's start time: importlib.abc alone
+    pulled in importlib.resources, pathlib, zipfile and tempfile (25 ms), site its .pth files."""
+    p = _agent("-X", "importtime")
+    out, err = p.communicate(bundle.payload() + _hello(), timeout=60)
+    assert out, err.decode()[-2000:]
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
+    assert "runner_agent.server" in loaded  # the measurement saw the agent's own imports
+    assert not loaded & {"importlib.abc", "importlib.resources", "site", "pathlib", "zipfile"}, sorted(loaded)
