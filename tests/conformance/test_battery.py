@@ -50,3 +50,26 @@ def test_the_local_backend_never_follows_a_symlink_it_is_handed(tmp_path):
     with pytest.raises(OSError, match="link"):
         ex.put_file("link", b"overwritten")
     assert outside.read_bytes() == b"precious"
+
+
+def test_output_nobody_reads_waits_in_the_pipe_not_in_memory(tmp_path):
+    """A process's reader threads hold at most queue_chunks unread chunks; then they wait, and so
+    does the producer (its pipe is full): 256 MiB of output never piles up in the controller."""
+    import time
+
+    from executors import ExecRequest
+    from executors.local import LocalExecutor
+
+    with LocalExecutor(tmp_path) as ex:
+        proc = ex.spawn(ExecRequest(argv=["head", "-c", str(256 * 1024 * 1024), "/dev/zero"]))
+        try:
+            deadline = time.monotonic() + 60
+            while proc._q.qsize() < 64 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            time.sleep(0.3)  # a reader that did not wait would have queued far more by now
+            assert proc._q.qsize() == 64
+        finally:
+            proc.kill()
+            for _ in proc.output():
+                pass
+            proc.wait(timeout=10)
