@@ -2,6 +2,7 @@
 the answer, and kept whole for the session so the `result` tool can page through it."""
 from __future__ import annotations
 
+import bisect
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ STREAM_MAX_LINES = 256
 OTHER_MAX_CHARS = 64 * 1024  # any other tool: read pages at 50 KiB on its own
 TAIL_WINDOW = 256 * 1024  # bytes read back from the end of a spill to build the tail
 PAGE_CHUNK = 1024 * 1024  # bytes read at a time when paging through a spill
+MARK_EVERY = 1024 * 1024  # a spill's line index notes where a line starts about every this many bytes
 
 
 @dataclass
@@ -26,6 +28,7 @@ class ResultStore:
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="runner-results-"))
+        self._indexes: dict[Path, LineIndex] = {}  # one per spill, complete once its call finished
         # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
         # progress. It runs on the thread that reads the tool's output and must not raise.
         self.on_output: Callable[[str, str], None] | None = None
@@ -35,7 +38,9 @@ class ResultStore:
         return self.dir / f"{safe}.out"
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
-        return OutputSink(self.path(call_id), call_id, caps, on_output=self.on_output)
+        path = self.path(call_id)
+        index = self._indexes[path] = LineIndex()
+        return OutputSink(path, call_id, caps, on_output=self.on_output, index=index)
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
@@ -47,7 +52,12 @@ class ResultStore:
         out = bytearray()
         line = 1  # the number of the line that starts at `pos`
         size, ends_nl, cut = 0, True, False
+        index = self._indexes.get(p)
+        known = index is not None and index.total is not None  # else (still streaming): scan it all
         with open(p, "rb") as f:
+            if known:  # start at the last noted line start at or before `offset`: no scan from the top
+                line, start = index.start_for(offset)
+                f.seek(start)
             while chunk := f.read(PAGE_CHUNK):
                 size += len(chunk)
                 ends_nl = chunk.endswith(b"\n")
@@ -73,8 +83,13 @@ class ResultStore:
                     if nl < 0:
                         break
                     line += 1
+                if known and (cut or line >= offset + limit):
+                    break  # the page is full, and the total is known without reading on
                 line += chunk.count(b"\n", pos)
-        total = line - 1 + (0 if ends_nl or not size else 1)
+        if known:
+            size, total = index.size, index.total
+        else:
+            total = line - 1 + (0 if ends_nl or not size else 1)
         if size == 0:
             return "(the output was empty)"
         if offset > total:
@@ -100,9 +115,10 @@ class OutputSink:
     to a spill file on disk, so memory stays flat however much arrives."""
 
     def __init__(self, path: Path, call_id: str, caps: Caps,
-                 on_output: Callable[[str, str], None] | None = None) -> None:
+                 on_output: Callable[[str, str], None] | None = None, index: "LineIndex | None" = None) -> None:
         self.path, self.call_id, self.caps = path, call_id, caps
         self.on_output = on_output
+        self.index = index if index is not None else LineIndex()
         self.f = None
         self.buf: list[str] = []
         self.chars = 0
@@ -115,15 +131,22 @@ class OutputSink:
         if self.on_output is not None:
             self.on_output(self.call_id, text)
         self.chars += len(text)
-        self.newlines += text.count("\n")
         self.ends_with_newline = text.endswith("\n")
         if self.f is None:
+            self.newlines += text.count("\n")
             self.buf.append(text)
             if self.chars <= self.caps.chars and (self.caps.lines is None or self.newlines <= self.caps.lines):
                 return
-            self.f = open(self.path, "w", encoding="utf-8", newline="")
-            text, self.buf = "".join(self.buf), []
-        self.f.write(text)
+            self.f = open(self.path, "wb")
+            data = "".join(self.buf).encode("utf-8", "replace")
+            self.buf = []
+            self.index.feed(data)
+        else:  # spilling: the index counts the newlines
+            data = text.encode("utf-8", "replace")
+            before = self.index.newlines
+            self.index.feed(data)
+            self.newlines += self.index.newlines - before
+        self.f.write(data)
 
     @property
     def lines(self) -> int:
@@ -136,6 +159,7 @@ class OutputSink:
         if self.f is None:
             return "".join(self.buf), meta
         self.f.close()
+        self.index.finish()
         head_chars, tail_chars = caps.chars // 2, caps.chars - caps.chars // 2
         head_lines = tail_lines = None
         if caps.lines is not None:
@@ -151,6 +175,42 @@ class OutputSink:
                   f"the tail below starts at line {tail_start} ...]\n")
         meta.update(truncated=True, removed_chars=removed_chars, removed_lines=removed_lines, kept_as=self.call_id)
         return head + notice + tail, meta
+
+
+class LineIndex:
+    """Where lines start in a spill, noted as it is written: (line number, byte offset) of the
+    first line that starts past every MARK_EVERY bytes, so a page seeks near its offset instead
+    of reading the file from the top. A few KiB per GB of output; `total` is set at the end."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[int, int]] = [(1, 0)]
+        self.size = 0  # bytes written
+        self.newlines = 0  # seen in them
+        self.next_mark = MARK_EVERY
+        self.ends_nl = True
+        self.total: int | None = None  # lines, once the output is complete
+
+    def feed(self, data: bytes) -> None:
+        start, end = self.size, self.size + len(data)
+        while self.next_mark < end:
+            nl = data.find(b"\n", max(self.next_mark - start, 0))
+            if nl < 0:
+                break  # no line starts past the mark in this piece: the next piece's first one will
+            line = self.newlines + data.count(b"\n", 0, nl + 1) + 1
+            self.marks.append((line, start + nl + 1))
+            self.next_mark = start + nl + 1 + MARK_EVERY
+        self.newlines += data.count(b"\n")
+        self.size = end
+        if data:
+            self.ends_nl = data.endswith(b"\n")
+
+    def finish(self) -> None:
+        self.total = self.newlines + (0 if self.ends_nl or not self.size else 1)
+
+    def start_for(self, offset: int) -> tuple[int, int]:
+        """The last noted (line, byte offset) at or before line `offset`."""
+        i = bisect.bisect_right(self.marks, (offset, float("inf"))) - 1
+        return self.marks[max(i, 0)]
 
 
 def _head(path: Path, max_chars: int, max_lines: int | None) -> str:

@@ -79,3 +79,66 @@ def test_store_is_removed_on_close():
     assert store.path("c1").exists()
     store.close()
     assert not store.dir.exists()
+
+
+def _spill(store, call_id: str, pieces: list[str]):
+    sink = store.sink(call_id, Caps(100, 10))
+    for piece in pieces:
+        sink.write(piece)
+    sink.finish()
+    return store._indexes[store.path(call_id)]
+
+
+def test_pages_from_the_line_index_are_those_of_a_scan_from_the_top():
+    """A finished spill is paged from its line index (a seek near the offset); every page, at
+    every noted line start and either side of it, is the page a scan from the top gives."""
+    import random
+
+    rnd = random.Random(7)
+    lines = []
+    for i in range(60_000):
+        kind = rnd.random()
+        body = ("é" * rnd.randint(0, 40) if kind < 0.3 else "x" * rnd.randint(2000, 9000) if kind < 0.32
+                else f"line {i} " + "-" * rnd.randint(0, 60))
+        lines.append(body + "\n")
+    text = "".join(lines) + "no newline at the end"
+    pieces, at = [], 0
+    while at < len(text):
+        n = rnd.randint(1, 300_000)
+        pieces.append(text[at:at + n])
+        at += n
+    store = ResultStore()
+    try:
+        index = _spill(store, "c9", pieces)
+        assert len(index.marks) > 4 and index.total == len(lines) + 1
+        offsets = {1, 2, index.total - 1, index.total, index.total + 1}
+        for line, _ in index.marks:
+            offsets |= {line - 1, line, line + 1}
+        for offset in sorted(o for o in offsets if o >= 1):
+            for limit, max_chars in ((1, 50 * 1024), (3, 50 * 1024), (2000, 50 * 1024), (50, 3000)):
+                fast = store.page("c9", offset, limit, max_chars)
+                total, index.total = index.total, None  # the scan from the top
+                try:
+                    slow = store.page("c9", offset, limit, max_chars)
+                finally:
+                    index.total = total
+                assert fast == slow, (offset, limit, max_chars)
+        assert store.page("c9", 5, 1) == lines[4] + f"\n[lines 5-5 of {index.total}; continue with offset 6]"
+    finally:
+        store.close()
+
+
+def test_a_page_far_into_a_spill_does_not_read_it_from_the_top():
+    """Blank the spill's first MiB after it was written (same size, no newlines): a page past it
+    is unchanged, which a scan counting lines from the top could not give."""
+    store = ResultStore()
+    try:
+        index = _spill(store, "c3", [f"line {i}\n" for i in range(400_000)])
+        want = store.page("c3", 300_000, 2)
+        assert want.startswith("line 299999\nline 300000\n")
+        with open(store.path("c3"), "r+b") as f:
+            f.write(b"z" * (1024 * 1024))
+        assert index.marks[1][1] >= 1024 * 1024
+        assert store.page("c3", 300_000, 2) == want
+    finally:
+        store.close()
