@@ -165,6 +165,11 @@ def print_summary(results: dict, load_before: str) -> None:
     if "flood_mb_s" in results:
         extra.append(f"flood through bash {results['flood_mb_s']:.0f} MB/s, controller RSS grew "
                      f"{results['flood_rss_growth'] / 2 ** 20:.1f} MiB")
+    servers = [(name, results[key]) for name, key in (("runner mcp", "mcp_flood_rss_growth"),
+                                                     ("runner serve", "http_flood_rss_growth")) if key in results]
+    if servers:
+        extra.append("the same flood through the servers: RSS grew " +
+                     ", ".join(f"{name} {grew / 2 ** 20:.1f} MiB" for name, grew in servers))
     for peer in ("swe-rex", "llm-sandbox"):
         if f"peer_{peer}_call" in results and "bash_call" in results:
             extra.append(f"{peer}: a call {results[f'peer_{peer}_call'] * 1000:.2f} ms (runner's bash call: "
@@ -210,7 +215,7 @@ def main() -> None:
         sections.extend(out)
         print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
 
-    from bench import custom, peers, scale, tools
+    from bench import custom, flood, peers, scale, tools
 
     step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
     step("tools", lambda: tools.tools_section(n, results))
@@ -218,7 +223,7 @@ def main() -> None:
         step("custom", lambda: [(t, r, []) for t, r in custom.custom_section(n)])
     step("density", lambda: scale.density_section(n, args.quick, results))
     step("throughput", lambda: scale.throughput_section(n, args.quick, results))
-    step("memory", lambda: scale.flat_memory_section(n, args.quick, results))
+    step("memory", lambda: scale.flat_memory_section(n, args.quick, results) + flood.flood_section(args.quick, results))
     step("peers", lambda: peers.peers_section(n, results))
     print_summary(results, load_before)
     for title, rows, notes in sections:
