@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import json
 import os
+import threading
 import time
 from typing import Callable
 
@@ -35,8 +36,11 @@ class NoSandbox(RunnerError):
 
 class Sandbox:
     def __init__(self, executor: Executor, hello: dict, *, python: str = "python3", cwd: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, listener=None) -> None:
         self.executor = executor
+        self._listener = listener  # runner/channel.py's, where the agent can connect to this machine
+        self._conn = None  # the agent's connection, once it made it; else the protocol runs on stdio
+        self._drainer: threading.Thread | None = None  # reads the agent's stdio while the protocol is on _conn
         self.hello_msg = {"op": "hello", **hello}
         self.python = python
         self.cwd = cwd
@@ -65,7 +69,10 @@ class Sandbox:
             self.proc.write(bundle.payload())
             hello = json.dumps({**self.hello_msg, "key": self._key.hex()}, ensure_ascii=False).encode("utf-8")
             self.proc.write(hello + b"\n")
-            reply = self._next(time.monotonic() + timeout)
+            deadline = time.monotonic() + timeout
+            if self._listener is not None:
+                self._await_agent(deadline)
+            reply = self._next(deadline)
         except BaseException:
             self.close()
             raise
@@ -76,12 +83,65 @@ class Sandbox:
         self.started_at = time.monotonic() - t0
         return self
 
+    def _await_agent(self, deadline: float) -> None:
+        """Take the agent's connection to the listener; or, if it answered on stdio (it could not
+        connect), go on there. The socket is gone either way once this returns."""
+        import select
+
+        listener, self._listener = self._listener, None
+        try:
+            while True:
+                ready, _, _ = select.select([listener], [], [], 0.005)
+                if ready:
+                    self._conn = listener.accept()
+                    self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True,
+                                                     name="runner-sandbox-stderr")
+                    self._drainer.start()
+                    return
+                item = self.proc.read(timeout=0.005)
+                if item is not None:
+                    stream, data = item
+                    if stream == "stdout":
+                        self._lines.feed(data)
+                        return  # the hello's answer comes this way: stdio it is
+                    if stream == "stderr":
+                        self._stderr.append(data[-2000:])
+                    else:  # the agent ended before it connected
+                        self._ended()
+                if time.monotonic() > deadline:
+                    self._die("the agent did not start in time", kill=True)
+        finally:
+            listener.close()
+
+    def _drain(self, proc) -> None:
+        """With the protocol on the socket, the agent's stdio carries only its own messages: keep
+        their tail (its last words) and never let them fill the transport (the agent would block)."""
+        while True:
+            item = proc.read(timeout=None)
+            if item is None:
+                continue
+            stream, data = item
+            if stream == "eof":
+                return
+            if stream == "stderr":
+                self._stderr.append(data[-2000:])
+
     def close(self) -> None:
         proc, self.proc = self.proc, None
+        conn, self._conn = self._conn, None
+        if self._listener is not None:  # never started far enough to take the connection
+            self._listener.close()
+            self._listener = None
         if proc is not None:
             try:
                 if not self.dead:
-                    proc.write(self._tx.frame({"op": "shutdown"}))
+                    frame = self._tx.frame({"op": "shutdown"})
+                    if conn is not None:
+                        conn.sendall(frame)
+                    else:
+                        proc.write(frame)
+                if conn is not None:
+                    conn.close()
                 proc.close_stdin()
                 if proc.wait(timeout=2) is None:
                     proc.kill()
@@ -124,9 +184,26 @@ class Sandbox:
 
     def _send(self, msg: dict) -> None:
         try:
-            self.proc.write(self._tx.frame(msg))
+            if self._conn is not None:
+                self._conn.sendall(self._tx.frame(msg))
+            else:
+                self.proc.write(self._tx.frame(msg))
         except (OSError, ExecutorError) as e:
             self._die(f"could not write to the agent: {e}")
+
+    def _recv(self, timeout: float) -> tuple[str, bytes] | None:
+        """The next piece of the agent's channel, as proc.read gives it: ("stdout", data),
+        ("eof", b"") once the agent is gone, None if nothing came in time."""
+        if self._conn is None:
+            return self.proc.read(timeout=timeout)
+        try:
+            self._conn.settimeout(timeout)
+            data = self._conn.recv(1 << 20)
+        except TimeoutError:
+            return None
+        except OSError:
+            data = b""
+        return ("stdout", data) if data else ("eof", b"")
 
     def _next(self, deadline: float) -> dict:
         """The next message from the agent's stdout. A line that is not the agent's next
@@ -143,21 +220,27 @@ class Sandbox:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._die("the agent did not answer in time", kill=True)
-            item = self.proc.read(timeout=min(left, 1.0))
+            item = self._recv(min(left, 1.0))
             if item is None:
                 continue
             stream, data = item
             if stream == "eof":
-                try:
-                    code = self.proc.wait(timeout=2)
-                    why = f"exit status {code}" + (", out of memory" if code == OOM_EXIT and self.proc.oom_killed() else "")
-                except Exception as e:  # the engine lost it too
-                    why = f"gone: {e}"
-                self._die(f"the sandbox ended ({why})")
+                self._ended()
             elif stream == "stdout":
                 self._lines.feed(data)
             else:
                 self._stderr.append(data[-2000:])
+
+    def _ended(self) -> None:
+        """The agent's channel ended: raise SandboxDied with its exit status."""
+        try:
+            code = self.proc.wait(timeout=2)
+            why = f"exit status {code}" + (", out of memory" if code == OOM_EXIT and self.proc.oom_killed() else "")
+        except Exception as e:  # the engine lost it too
+            why = f"gone: {e}"
+        if self._drainer is not None:  # its last words come on stdio, read by _drain until it ends
+            self._drainer.join(timeout=2)
+        self._die(f"the sandbox ended ({why})")
 
     def _die(self, why: str, kill: bool = False, words: bool = True) -> None:
         """Raise SandboxDied. words: quote the tail of the agent's stderr (which the processes in

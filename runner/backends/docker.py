@@ -187,6 +187,14 @@ class DockerPlacement(Placement):
 
         return DockerExecutor(cfg)
 
+    def direct_channel(self, cfg) -> bool:
+        """Whether the agent can reach a socket of this machine (runner/channel.py); a cluster
+        backend, whose sandboxes run on other machines, says no."""
+        from .. import channel
+
+        owner = tuple(int(x) for x in cfg.user.split(":"))
+        return channel.usable(os.environ.get("DOCKER_HOST", ""), cfg.runtime, owner)
+
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
         from ..sandbox import Sandbox
 
@@ -195,4 +203,18 @@ class DockerPlacement(Placement):
                  "roots": self.roots()}
         if self.egress is not None:
             hello["proxy"] = self.egress.proxy_url
-        return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE)
+        listener = None
+        if self.direct_channel(cfg):
+            from executors.docker import Mount
+
+            from .. import channel
+
+            listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
+            cfg.mounts.append(Mount(source=listener.dir, target=channel.SANDBOX_DIR, read_only=True, scan=False))
+            hello["channel"] = channel.SANDBOX_PATH
+        try:
+            return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE, listener=listener)
+        except BaseException:
+            if listener is not None:
+                listener.close()
+            raise

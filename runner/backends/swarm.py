@@ -62,6 +62,9 @@ class SwarmPlacement(DockerPlacement):
         finally:
             client.close()
 
+    def direct_channel(self, cfg) -> bool:
+        return False  # its sandboxes run on the swarm's nodes: the agent talks over the service's stdio
+
     def executor(self, cfg):
         from executors.swarm import SwarmConfig, SwarmExecutor
 

@@ -1,4 +1,5 @@
-"""The agent's loop: JSON lines in on stdin, JSON lines out on stdout, one call at a time."""
+"""The agent's loop: JSON lines in on stdin, JSON lines out on stdout (or both on the controller's
+socket, runner/channel.py, when the hello names one), one call at a time."""
 from __future__ import annotations
 
 import importlib
@@ -57,7 +58,7 @@ class Wire:
 
     def __init__(self, inp, out_fd: int) -> None:
         self.inp = inp
-        self.out = os.fdopen(out_fd, "wb", buffering=0)
+        self.write = os.fdopen(out_fd, "wb", buffering=0).write
         self.lock = threading.Lock()
         self.held = b""
         self.signer: wire.Signer | None = None
@@ -68,6 +69,20 @@ class Wire:
         self.signer = wire.Signer(wire.direction_key(key, wire.FROM_AGENT))
         self.verifier = wire.Verifier(wire.direction_key(key, wire.TO_AGENT))
 
+    def connect(self, path: str) -> None:
+        """Move the protocol to the controller's socket (runner/channel.py); OSError if it cannot
+        be reached. The socket is not inherited by anything this process starts."""
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            raise
+        self.inp = sock.makefile("rb")
+        self.write = sock.sendall
+
     def send(self, msg: dict) -> None:
         body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
         if len(body) + wire.MAC_HEX + 2 > wire.MAX_LINE:
@@ -77,7 +92,7 @@ class Wire:
         with self.lock:
             line = self.signer.frame_body(body)
             held, self.held = self.held, b""
-            self.out.write(held + line if held else line)
+            self.write(held + line if held else line)
 
     def hold(self, msg: dict) -> None:
         """Frame a (small) message now and write it with the next send: the last output of a
@@ -176,8 +191,16 @@ def main(inp=None, out_fd: int | None = None) -> None:
                     os.chdir(ctx.workspace)
                 except OSError:
                     pass
-                channel.send({"op": "hello", "ok": True, "pid": os.getpid(),
-                              "python": "%d.%d.%d" % sys.version_info[:3], "tools": sorted(TOOLS)})
+                reply = {"op": "hello", "ok": True, "pid": os.getpid(), "python": "%d.%d.%d" % sys.version_info[:3],
+                         "tools": sorted(TOOLS)}
+                path = msg.get("channel")
+                if isinstance(path, str) and path:
+                    try:
+                        channel.connect(path)
+                        reply["channel"] = "socket"
+                    except OSError as e:  # the controller reads this answer on stdio then
+                        reply["channel"] = f"stdio: cannot reach {path}: {e.strerror or e}"
+                channel.send(reply)
                 tool_module("procs").prepare(ctx)
                 warm_up()
             elif op == "call":
