@@ -86,6 +86,8 @@ class AuditLog:
             redactor = Redactor()
         self.redactor = redactor
         self._lock = threading.Lock()
+        self._fds: tuple[int, int] | None = None  # (lock file, log) kept open between records
+        self._log_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the log `_fds` holds
 
     @classmethod
     def from_policy(cls, audit_policy, redactor=None, environ: dict[str, str] | None = None) -> "AuditLog | None":
@@ -154,26 +156,61 @@ class AuditLog:
                            error=text if result.is_error else None, dialect=dialect, dialect_tool=dialect_tool)
 
     def _append(self, line: str) -> None:
+        """One line at the end of the log, under the thread lock and the flock that other
+        processes writing the same log take too. The descriptors stay open between records
+        (an open, a mkdir, two closes less per call); the path is looked at every time, so a log
+        rotated by another process, or removed, is opened anew before the line goes in."""
         data = line.encode("utf-8")
         with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock_fd = os.open(str(self.path) + ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+            if self._fds is None:
+                self._open()
+            self._flock(fcntl.LOCK_EX if fcntl else 0)
             try:
-                if fcntl is not None:
-                    fcntl.flock(lock_fd, fcntl.LOCK_EX)
                 try:
-                    size = self.path.stat().st_size
-                except FileNotFoundError:
-                    size = 0
-                if size and size + len(data) > self.max_bytes:
+                    st = os.stat(self.path)
+                except FileNotFoundError:  # removed, with its directory perhaps: the lock file too
+                    self._flock(fcntl.LOCK_UN if fcntl else 0)
+                    self._close_fds()
+                    self._open()
+                    self._flock(fcntl.LOCK_EX if fcntl else 0)
+                    st = os.fstat(self._fds[1])
+                if (st.st_dev, st.st_ino) != self._log_id:  # another process rotated it
+                    self._reopen_log()
+                if st.st_size and st.st_size + len(data) > self.max_bytes:
                     self._rotate()
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
-                try:
-                    _write_whole_line(fd, data)
-                finally:
-                    os.close(fd)
+                    self._reopen_log()
+                _write_whole_line(self._fds[1], data)
             finally:
-                os.close(lock_fd)  # closing releases the flock
+                self._flock(fcntl.LOCK_UN if fcntl else 0)
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_fd = os.open(str(self.path) + ".lock", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._fds = (lock_fd, -1)
+        self._reopen_log()
+
+    def _reopen_log(self) -> None:
+        lock_fd, old = self._fds
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        if old >= 0:
+            os.close(old)
+        st = os.fstat(fd)
+        self._fds, self._log_id = (lock_fd, fd), (st.st_dev, st.st_ino)
+
+    def _flock(self, op: int) -> None:
+        if fcntl is not None and self._fds is not None:
+            fcntl.flock(self._fds[0], op)
+
+    def close(self) -> None:
+        """Close the log's descriptors (a later record opens them again)."""
+        with self._lock:
+            self._close_fds()
+
+    def _close_fds(self) -> None:
+        fds, self._fds, self._log_id = self._fds, None, None
+        for fd in fds or ():
+            if fd >= 0:
+                os.close(fd)
 
     def _rotate(self) -> None:
         if self.keep == 0:

@@ -108,6 +108,10 @@ class Runner:
             self.session.start()
         return self
 
+    def _close_audit(self) -> None:
+        if self.audit is not None:
+            self.audit.close()
+
     def close(self) -> None:
         """Remove everything this Runner started. A signal in the middle (KeyboardInterrupt,
         runner/interrupts.py, which ignores the signals after it) does not cut this short: the
@@ -118,7 +122,7 @@ class Runner:
             self._closed = True
             interrupted = None
             for step in (*self.session.close_steps(), self._close_host, self.store.close,
-                         lambda: self.limiter.forget(self.session_id)):
+                         lambda: self.limiter.forget(self.session_id), self._close_audit):
                 try:
                     step()
                 except KeyboardInterrupt as e:

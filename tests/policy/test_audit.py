@@ -155,3 +155,48 @@ def test_format_record(tmp_path):
     log = AuditLog(tmp_path / "audit.jsonl")
     rec = log.record(call_id="c1", tool="bash", session="s", tenant="t", status="error", error_type="gated", ts=0)
     assert format_record(rec) == "1970-01-01T00:00:00.000Z  t/s/c1  bash  error:gated  0.0ms  0B  {}"
+
+
+def test_a_log_rotated_by_another_writer_is_followed(tmp_path):
+    """Each AuditLog keeps its file open between records: once another writer of the same path
+    (another process, here another instance) rotated it, the next line goes to the new file,
+    not after the old one's end under its new name."""
+    a = AuditLog(tmp_path / "audit.jsonl", max_bytes=600, keep=20)
+    b = AuditLog(tmp_path / "audit.jsonl", max_bytes=600, keep=20)
+    b.record(call_id="b0", tool="t", status="ok")
+    for i in range(19):  # 187 bytes a record: b's line fits the current file, so b must find it
+        a.record(call_id=f"a{i}", tool="t", status="ok")
+    b.record(call_id="b1", tool="t", status="ok")
+    assert [r["call_id"] for r in lines(tmp_path / "audit.jsonl")][-1] == "b1"
+    assert all(f.stat().st_size <= 600 for f in a.files())
+    ids = [r["call_id"] for f in reversed(a.files()) for r in lines(f)]
+    assert ids == ["b0"] + [f"a{i}" for i in range(19)] + ["b1"]
+    a.close()
+    b.close()
+
+
+def test_a_removed_log_directory_is_made_again(tmp_path):
+    import shutil
+
+    log = AuditLog(tmp_path / "logs" / "audit.jsonl")
+    log.record(call_id="c1", tool="t", status="ok")
+    shutil.rmtree(tmp_path / "logs")
+    log.record(call_id="c2", tool="t", status="ok")
+    assert [r["call_id"] for r in lines(tmp_path / "logs" / "audit.jsonl")] == ["c2"]
+    assert (tmp_path / "logs" / "audit.jsonl.lock").exists()  # the lock other writers take, not a removed one
+    log.close()
+
+
+def test_two_processes_rotating_one_log_lose_and_tear_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from runner.audit import AuditLog\n"
+            "log = AuditLog(sys.argv[1], max_bytes=5000, keep=500)\n"
+            "for i in range(400): log.record(call_id=f'{sys.argv[2]}{i}', tool='t', status='ok', args={'i': i})\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "audit.jsonl"), who]) for who in "pq"]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    log = AuditLog(tmp_path / "audit.jsonl", keep=500)
+    recs = [r for f in log.files() for r in lines(f)]  # json.loads of every line: none torn
+    assert sorted(r["call_id"] for r in recs) == sorted(f"{w}{i}" for w in "pq" for i in range(400))
+    assert all(f.stat().st_size <= 5000 for f in log.files())
