@@ -98,7 +98,7 @@ class Sandbox:
                                                      name="runner-sandbox-stderr")
                     self._drainer.start()
                     return
-                item = self.proc.read(timeout=0.005)
+                item = self.proc.read(timeout=0)  # an answer on stdio (the fallback) is rare: never wait on it
                 if item is not None:
                     stream, data = item
                     if stream == "stdout":
