@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.serve import serving
+
 POLICY = "extends: default\nname: flood\nlimits: {memory: 256m}\n"
 PAGES = 20
 
@@ -109,19 +109,11 @@ def http_flood(size: int, results: dict) -> str:
     tmp = Path(tempfile.mkdtemp(prefix="runner-bench-http-"))
     data = tmp / "data"
     (tmp / "p.yaml").write_text(POLICY)
-    runner = [sys.executable, "-m", "runner"]
-    key = subprocess.run(runner + ["tenants", "add", "flood", "--policy", str(tmp / "p.yaml"), "--data", str(data)],
+    key = subprocess.run([sys.executable, "-m", "runner", "tenants", "add", "flood", "--policy", str(tmp / "p.yaml"), "--data", str(data)],
                          capture_output=True, text=True, check=True).stdout.strip()
-    proc = subprocess.Popen(runner + ["serve", "--port", "0", "--data", str(data)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        line = ""
-        while "listening on" not in line:
-            line = proc.stderr.readline().decode()
-            if not line:
-                raise RuntimeError("runner serve did not start")
-        url = line.split("listening on ")[1].split()[0]
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=900) as c:
+        with serving(data) as (proc, url), \
+                httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=900) as c:
             sid = c.post("/v1/sessions", json={}).raise_for_status().json()["id"]
             calls = f"/v1/sessions/{sid}/calls"
             c.post(calls, json={"tool": "bash", "args": {"command": "true"}}).raise_for_status()
@@ -143,11 +135,6 @@ def http_flood(size: int, results: dict) -> str:
             peak = _status_kb(proc.pid, "VmHWM")
             c.delete(f"/v1/sessions/{sid}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
         shutil.rmtree(tmp, ignore_errors=True)
     results["http_flood_rss_growth"] = (max(rss1, peak) - rss0) * 1024
     return _line("`runner serve` (HTTP, httpx, /v1 calls)", size, took, rss0, rss1, peak, pages, ptook)

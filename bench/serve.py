@@ -7,6 +7,7 @@ same with per-call sandboxes (fewer sessions and calls: each call starts a conta
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import signal
 import statistics
@@ -41,6 +42,28 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+@contextlib.contextmanager
+def serving(data: Path):
+    """`runner serve` on a loopback port of its own choosing, with its data directory: yields
+    (the process, its URL), and stops it (SIGTERM: it removes its sandboxes) at the end."""
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "serve", "--port", "0", "--data", str(data)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        line = ""
+        while "listening on" not in line:
+            line = proc.stderr.readline().decode()
+            if not line:
+                raise RuntimeError("runner serve did not start")
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        yield proc, line.split("listening on ")[1].split()[0]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
     import httpx
 
@@ -52,16 +75,9 @@ def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
     keys = [subprocess.run(runner + ["tenants", "add", f"t{i}", "--policy", str(pol), "--data", str(data),
                                      "--max-sessions", str(sessions), "--calls-per-minute", "100000"],
                            capture_output=True, text=True, check=True).stdout.strip() for i in range(tenants)]
-    proc = subprocess.Popen(runner + ["serve", "--port", "0", "--data", str(data)], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        line = ""
-        while "listening on" not in line:
-            line = proc.stderr.readline().decode()
-            if not line:
-                raise RuntimeError("runner serve did not start")
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        url = line.split("listening on ")[1].split()[0]
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, tmp, ignore_errors=True)
+        proc, url = cleanup.enter_context(serving(data))
         lat: list[float] = []
         codes: dict[int, int] = {}
         lock = threading.Lock()
@@ -93,13 +109,6 @@ def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
                 "p99_ms": _pct(lat, 0.99) * 1000, "rss_idle_mb": rss_idle / 1024,
                 "rss_peak_mb": _rss_kb(proc.pid) / 1024, "429s": codes.get(429, 0),
                 "errors": {k: v for k, v in codes.items() if k not in (200, 429)}}
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def serve_section(tenants: int = 10, sessions: int = 5, calls: int = 50, per_call_calls: int = 10,
