@@ -29,6 +29,9 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
 
     removed += reap_services(client, dry_run=dry_run)
     removed += _reap_shared_networks(client, dry_run)
+    from .channel import sweep  # agent sockets' directories of controllers killed before the agent connected
+
+    removed += [(path, "channel", why) for path, why in sweep(dry_run)]
     return removed
 
 

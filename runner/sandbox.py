@@ -1,4 +1,5 @@
-"""A Sandbox: one in-sandbox agent process, reached over its stdin/stdout (JSON lines).
+"""A Sandbox: one in-sandbox agent process, reached over its stdin/stdout (JSON lines), or over
+the unix socket of runner/channel.py where the engine runs containers on this machine.
 
 The executor decides where the process runs (a container, a subprocess, an SSH host); the
 protocol is the same everywhere. A call writes one request line and reads lines until its
@@ -11,6 +12,8 @@ from __future__ import annotations
 import collections
 import json
 import os
+import select
+import socket
 import threading
 import time
 from typing import Callable
@@ -18,7 +21,7 @@ from typing import Callable
 from executors import ExecRequest, Executor, ExecutorError
 from executors.models import OOM_EXIT
 
-from . import bundle
+from . import bundle, channel
 from .errors import RunnerError
 from .toolbox import wire
 
@@ -36,9 +39,10 @@ class NoSandbox(RunnerError):
 
 class Sandbox:
     def __init__(self, executor: Executor, hello: dict, *, python: str = "python3", cwd: str | None = None,
-                 env: dict[str, str] | None = None, listener=None) -> None:
+                 env: dict[str, str] | None = None, listener=None, stdio_executor=None) -> None:
         self.executor = executor
         self._listener = listener  # runner/channel.py's, where the agent can connect to this machine
+        self._stdio_executor = stdio_executor  # makes the same sandbox's executor without the channel's mount
         self._conn = None  # the agent's connection, once it made it; else the protocol runs on stdio
         self._drainer: threading.Thread | None = None  # reads the agent's stdio while the protocol is on _conn
         self.hello_msg = {"op": "hello", **hello}
@@ -61,11 +65,20 @@ class Sandbox:
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
         t0 = time.monotonic()
         try:  # any failure from here closes what was made (a container may exist, unstarted)
-            self.executor.start()
-            # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
-            # docker-init (dumpable, holding the same stdio) sits in front of the channel.
-            self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
-                                                        own_init=True))
+            try:
+                self._spawn()
+            except Exception as e:
+                if self._listener is None or self._stdio_executor is None or self._listener.dir not in str(e):
+                    raise
+                # The engine could not mount the channel's directory (it does not see this
+                # machine's /run after all): the same sandbox on stdio, and no socket again.
+                self._listener.close()
+                self._listener = None
+                self.hello_msg.pop("channel", None)
+                self._close_process()
+                self.executor.stop()
+                self.executor = self._stdio_executor()
+                self._spawn()
             self.proc.write(bundle.payload())
             hello = json.dumps({**self.hello_msg, "key": self._key.hex()}, ensure_ascii=False).encode("utf-8")
             self.proc.write(hello + b"\n")
@@ -83,17 +96,30 @@ class Sandbox:
         self.started_at = time.monotonic() - t0
         return self
 
+    def _spawn(self) -> None:
+        self.executor.start()
+        # own_init: the agent is pid 1 of a fresh container and reaps orphans itself, so no
+        # docker-init (dumpable, holding the same stdio) sits in front of the channel.
+        self.proc = self.executor.spawn(ExecRequest(argv=bundle.argv(self.python), cwd=self.cwd, env=self.env,
+                                                    own_init=True))
+
     def _await_agent(self, deadline: float) -> None:
         """Take the agent's connection to the listener; or, if it answered on stdio (it could not
         connect), go on there. The socket is gone either way once this returns."""
-        import select
-
         listener, self._listener = self._listener, None
+        poll = select.poll()
+        poll.register(listener.fileno(), select.POLLIN)
         try:
             while True:
-                ready, _, _ = select.select([listener], [], [], 0.005)
-                if ready:
-                    self._conn = listener.accept()
+                if poll.poll(5):
+                    conn = listener.accept()
+                    container = getattr(getattr(self.proc, "container", None), "id", "") or ""
+                    pid = channel.peer_pid(conn)
+                    if not channel.in_container(pid, container):
+                        conn.close()
+                        self._die(f"a process that is not this sandbox's (pid {pid}) connected to its channel "
+                                  "first; the sandbox is not used", kill=True, words=False)
+                    self._conn = conn
                     self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True,
                                                      name="runner-sandbox-stderr")
                     self._drainer.start()
@@ -126,22 +152,25 @@ class Sandbox:
             if stream == "stderr":
                 self._stderr.append(data[-2000:])
 
-    def close(self) -> None:
+    def _close_process(self) -> None:
+        """End the agent's process and its channel (not the executor)."""
         proc, self.proc = self.proc, None
         conn, self._conn = self._conn, None
-        if self._listener is not None:  # never started far enough to take the connection
-            self._listener.close()
-            self._listener = None
-        if proc is not None:
+        if conn is not None:
             try:
                 if not self.dead:
-                    frame = self._tx.frame({"op": "shutdown"})
-                    if conn is not None:
-                        conn.sendall(frame)
-                    else:
-                        proc.write(frame)
-                if conn is not None:
-                    conn.close()
+                    conn.sendall(self._tx.frame({"op": "shutdown"}))
+            except OSError:
+                pass
+            try:  # wakes a call of another thread waiting on it: it ends as SandboxDied
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            conn.close()
+        if proc is not None:
+            try:
+                if not self.dead and conn is None:
+                    proc.write(self._tx.frame({"op": "shutdown"}))
                 proc.close_stdin()
                 if proc.wait(timeout=2) is None:
                     proc.kill()
@@ -149,6 +178,12 @@ class Sandbox:
                 proc.kill()
             finally:
                 proc.close()
+
+    def close(self) -> None:
+        if self._listener is not None:  # never started far enough to take the connection
+            self._listener.close()
+            self._listener = None
+        self._close_process()
         try:
             self.executor.stop()
         except Exception:
@@ -183,30 +218,38 @@ class Sandbox:
             # anything else (a stale event, a log line) is ignored
 
     def _send(self, msg: dict) -> None:
+        conn, proc = self._conn, self.proc  # close() of another thread may clear them meanwhile
         try:
-            if self._conn is not None:
-                self._conn.sendall(self._tx.frame(msg))
+            if conn is not None:
+                conn.sendall(self._tx.frame(msg))  # a blocking socket: no timeout on a large call
+            elif proc is not None:
+                proc.write(self._tx.frame(msg))
             else:
-                self.proc.write(self._tx.frame(msg))
+                raise OSError("the sandbox was closed")
         except (OSError, ExecutorError) as e:
             self._die(f"could not write to the agent: {e}")
 
     def _recv(self, timeout: float) -> tuple[str, bytes] | None:
         """The next piece of the agent's channel, as proc.read gives it: ("stdout", data),
-        ("eof", b"") once the agent is gone, None if nothing came in time."""
-        if self._conn is None:
-            return self.proc.read(timeout=timeout)
+        ("eof", b"") once the agent is gone or the sandbox was closed, None if nothing came in
+        time. The socket stays blocking (sends have no time limit): the wait is a poll."""
+        conn, proc = self._conn, self.proc
+        if conn is None:
+            if proc is None:
+                return ("eof", b"")
+            return proc.read(timeout=timeout)
         try:
-            self._conn.settimeout(timeout)
-            data = self._conn.recv(1 << 20)
-        except TimeoutError:
-            return None
-        except OSError:
+            poll = select.poll()
+            poll.register(conn.fileno(), select.POLLIN)
+            if not poll.poll(timeout * 1000):
+                return None
+            data = conn.recv(1 << 20)
+        except (OSError, ValueError):  # closed by another thread
             data = b""
         return ("stdout", data) if data else ("eof", b"")
 
     def _next(self, deadline: float) -> dict:
-        """The next message from the agent's stdout. A line that is not the agent's next
+        """The next message from the agent's channel (stdout, or its socket). A line that is not the agent's next
         authentic line, or longer than MAX_LINE, means something in the sandbox wrote to the
         channel: the sandbox is declared dead (SandboxDied) and nothing of it is trusted."""
         while True:
@@ -233,9 +276,12 @@ class Sandbox:
 
     def _ended(self) -> None:
         """The agent's channel ended: raise SandboxDied with its exit status."""
+        proc = self.proc
         try:
-            code = self.proc.wait(timeout=2)
-            why = f"exit status {code}" + (", out of memory" if code == OOM_EXIT and self.proc.oom_killed() else "")
+            if proc is None:
+                raise RuntimeError("the sandbox was closed")
+            code = proc.wait(timeout=2)
+            why = f"exit status {code}" + (", out of memory" if code == OOM_EXIT and proc.oom_killed() else "")
         except Exception as e:  # the engine lost it too
             why = f"gone: {e}"
         if self._drainer is not None:  # its last words come on stdio, read by _drain until it ends

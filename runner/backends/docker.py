@@ -192,8 +192,7 @@ class DockerPlacement(Placement):
         backend, whose sandboxes run on other machines, says no."""
         from .. import channel
 
-        owner = tuple(int(x) for x in cfg.user.split(":"))
-        return channel.usable(os.environ.get("DOCKER_HOST", ""), cfg.runtime, owner)
+        return channel.usable(os.environ.get("DOCKER_HOST", ""), cfg.runtime)
 
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
         from ..sandbox import Sandbox
@@ -203,18 +202,23 @@ class DockerPlacement(Placement):
                  "roots": self.roots()}
         if self.egress is not None:
             hello["proxy"] = self.egress.proxy_url
-        listener = None
-        if self.direct_channel(cfg):
-            from executors.docker import Mount
+        if not self.direct_channel(cfg):
+            return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE)
+        from executors.docker import Mount
 
-            from .. import channel
+        from .. import channel
 
-            listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
-            cfg.mounts.append(Mount(source=listener.dir, target=channel.SANDBOX_DIR, read_only=True, scan=False))
-            hello["channel"] = channel.SANDBOX_PATH
+        listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
+
+        def on_stdio():  # the engine could not mount the directory: offer it no socket again
+            channel.refuse(os.environ.get("DOCKER_HOST", ""))
+            return self.executor(cfg)
+
         try:
-            return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE, listener=listener)
+            with_socket = cfg.model_copy(update={"mounts": [*cfg.mounts, Mount(
+                source=listener.dir, target=channel.SANDBOX_DIR, read_only=True, scan=False)]})
+            return Sandbox(self.executor(with_socket), {**hello, "channel": channel.SANDBOX_PATH},
+                           cwd=SANDBOX_WORKSPACE, listener=listener, stdio_executor=on_stdio)
         except BaseException:
-            if listener is not None:
-                listener.close()
+            listener.close()
             raise
