@@ -167,3 +167,22 @@ def test_runner_gc_removes_the_directories_of_dead_controllers(tmp_path):
     finally:
         for d in (gone, live):
             shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_large_call_waits_for_a_paused_sandbox(tmp_path, docker_client):
+    """A call larger than the socket's buffer, sent while the sandbox is paused (as host commands
+    pause it) for longer than a receive's one-second wait, goes through once it runs again."""
+    ws = _ws(tmp_path)
+    with Runner(executor="docker", workspace=ws, preset="all") as r:
+        r.call("bash", {"command": "true"})  # a receive waited on the socket before
+        assert r.session._sandbox.info["channel"] == "socket"
+        cid = r.session._sandbox.proc.container.id
+        docker_client.api.pause(cid)
+        later = threading.Timer(2.5, docker_client.api.unpause, args=(cid,))
+        later.start()
+        try:
+            res = r.call("write", {"path": "big.txt", "content": "x" * (4 << 20)})
+        finally:
+            later.join()
+    assert not res.is_error, res.text
+    assert (ws / "big.txt").stat().st_size == 4 << 20
