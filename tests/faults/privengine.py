@@ -1,6 +1,6 @@
 """A private Docker engine that a fault test may stop, kill and restart: its own socket,
 data-root, exec-root, pidfile and containerd (dockerd starts one under its exec-root), no
-iptables and no bridge. Every path carries the prefix runner-faults-test, so nothing of it can be
+iptables, no bridge, and a network namespace of its own. Every path carries the prefix runner-faults-test, so nothing of it can be
 mistaken for the machine's main engine, which other tests use meanwhile."""
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ class PrivateEngine:
 
     def argv(self) -> list[str]:
         r = self.root
-        return [DOCKERD, "-H", self.url, "--data-root", str(r / "data"), "--exec-root", str(r / "exec"),
+        # In a network namespace of its own: dockerd with --bridge=none deletes any link named
+        # docker0 it sees, which in the machine's namespace is the main engine's bridge. The
+        # private engine is reached over its unix socket and its sandboxes have no network.
+        return ["unshare", "--net", "--", DOCKERD, "-H", self.url, "--data-root", str(r / "data"), "--exec-root", str(r / "exec"),
                 "--pidfile", str(r / "dockerd.pid"), "--iptables=false", "--ip6tables=false", "--bridge=none",
                 "--containerd-namespace", PREFIX, "--containerd-plugins-namespace", f"{PREFIX}-plugins",
                 "--log-level", "warn"]
