@@ -110,7 +110,8 @@ class Session:
     def make_sandbox(self) -> Sandbox:
         pol = self.policy
         hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
-                 "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.env)}
+                 "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.env),
+                 "single_call": self.lifecycle == "per-call"}
         return self.placement.make_sandbox(hello, self.protected, self.tool_folders())
 
     def acquire(self) -> Sandbox:

@@ -37,10 +37,10 @@ def tool_function(tool: str):
     return None if where is None else getattr(tool_module(where[0]), where[1])
 
 
-def warm_up() -> None:
-    """Import every tool module in the background, so the first calls find them loaded."""
+def warm_up(modules=MODULES) -> None:
+    """Import tool modules in the background, so the first calls find them loaded."""
     def load() -> None:
-        for name in MODULES:
+        for name in modules:
             try:
                 tool_module(name)
             except Exception:  # noqa: S110 - the call that needs it reports the error
@@ -168,6 +168,7 @@ def main(inp=None, out_fd: int | None = None) -> None:
         inp, out_fd = claim_stdio()
     channel = Wire(inp, out_fd)
     ctx = None
+    single = False  # a per-call sandbox: one call, then shutdown
     try:
         while True:
             try:
@@ -202,10 +203,14 @@ def main(inp=None, out_fd: int | None = None) -> None:
                         reply["channel"] = f"stdio: cannot reach {path}: {e.strerror or e}"
                 channel.send(reply)
                 tool_module("procs").prepare(ctx)
-                warm_up()
+                # One call only: the shell tools (most calls) are loaded ahead, any other module
+                # when its call comes; loading them all cost ~40 ms of CPU in every sandbox.
+                single = msg.get("single_call") is True
+                warm_up(("procs",) if single else MODULES)
             elif op == "call":
                 channel.send(handle_call(ctx, msg))
-                tool_module("procs").prepare(ctx)  # the next call's shell, made while the controller reads this
+                if not single:
+                    tool_module("procs").prepare(ctx)  # the next call's shell, made while the controller reads this
             elif op == "shutdown":
                 break
             else:

@@ -74,3 +74,37 @@ def test_a_closed_runner_refuses_and_close_is_idempotent(tmp_path):
 
     with pytest.raises(RunnerError):
         r.call("ls", {})
+
+
+def _spares(agent_pid: int) -> int:
+    """Shells the agent keeps ready (its children waiting for a command)."""
+    n = 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            ppid = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]
+            cmd = open(f"/proc/{d}/cmdline", "rb").read()
+        except OSError:
+            continue
+        n += ppid == str(agent_pid) and b"__runner_cmd" in cmd
+    return n
+
+
+@pytest.mark.parametrize("lifecycle, spares_after", [("per-session", 1), ("per-call", 0)])
+def test_a_per_call_sandbox_keeps_no_shell_for_a_call_that_never_comes(tmp_path, lifecycle, spares_after):
+    """A per-call sandbox serves one call: it starts no shell after that call's result and loads
+    only the shell tools ahead (every other module when its call comes), so a sandbox costs less
+    CPU; a per-session one keeps a shell ready for its next call."""
+    (tmp_path / "a.txt").write_text("line\n")
+    with Runner(executor="local", workspace=tmp_path, lifecycle=lifecycle, pool_size=0) as r:
+        sb = r.session.make_sandbox().start()
+        try:
+            res = sb.call("c1", "bash", {"command": "true"}, timeout=30)
+            assert not res["is_error"], res
+            time.sleep(0.5)  # a spare wanted after the result has started by now
+            assert _spares(sb.info["pid"]) == spares_after
+            read = sb.call("c2", "read", {"path": "a.txt"}, timeout=30)  # a module not loaded ahead
+            assert not read["is_error"] and "line" in str(read["content"]), read
+        finally:
+            sb.close()
