@@ -164,15 +164,15 @@ class AuditLog:
         with self._lock:
             if self._fds is None:
                 self._open()
-            self._flock(fcntl.LOCK_EX if fcntl else 0)
+            self._flock(True)
             try:
                 try:
                     st = os.stat(self.path)
                 except FileNotFoundError:  # removed, with its directory perhaps: the lock file too
-                    self._flock(fcntl.LOCK_UN if fcntl else 0)
+                    self._flock(False)
                     self._close_fds()
                     self._open()
-                    self._flock(fcntl.LOCK_EX if fcntl else 0)
+                    self._flock(True)
                     st = os.fstat(self._fds[1])
                 if (st.st_dev, st.st_ino) != self._log_id:  # another process rotated it
                     self._reopen_log()
@@ -181,7 +181,7 @@ class AuditLog:
                     self._reopen_log()
                 _write_whole_line(self._fds[1], data)
             finally:
-                self._flock(fcntl.LOCK_UN if fcntl else 0)
+                self._flock(False)
 
     def _open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,9 +197,10 @@ class AuditLog:
         st = os.fstat(fd)
         self._fds, self._log_id = (lock_fd, fd), (st.st_dev, st.st_ino)
 
-    def _flock(self, op: int) -> None:
+    def _flock(self, exclusive: bool) -> None:
+        """Take (or release) the lock that writers of this log in other processes take too."""
         if fcntl is not None and self._fds is not None:
-            fcntl.flock(self._fds[0], op)
+            fcntl.flock(self._fds[0], fcntl.LOCK_EX if exclusive else fcntl.LOCK_UN)
 
     def close(self) -> None:
         """Close the log's descriptors (a later record opens them again)."""

@@ -143,9 +143,8 @@ class OutputSink:
             self.index.feed(data)
         else:  # spilling: the index counts the newlines
             data = text.encode("utf-8", "replace")
-            before = self.index.newlines
             self.index.feed(data)
-            self.newlines += self.index.newlines - before
+            self.newlines = self.index.newlines
         self.f.write(data)
 
     @property

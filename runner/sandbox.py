@@ -44,6 +44,7 @@ class Sandbox:
         self._listener = listener  # runner/channel.py's, where the agent can connect to this machine
         self._stdio_executor = stdio_executor  # makes the same sandbox's executor without the channel's mount
         self._conn = None  # the agent's connection, once it made it; else the protocol runs on stdio
+        self._conn_poll = None  # waits on _conn (made once, at the accept)
         self._drainer: threading.Thread | None = None  # reads the agent's stdio while the protocol is on _conn
         self.hello_msg = {"op": "hello", **hello}
         self.python = python
@@ -120,6 +121,8 @@ class Sandbox:
                         self._die(f"a process that is not this sandbox's (pid {pid}) connected to its channel "
                                   "first; the sandbox is not used", kill=True, words=False)
                     self._conn = conn
+                    self._conn_poll = select.poll()
+                    self._conn_poll.register(conn.fileno(), select.POLLIN)
                     self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True,
                                                      name="runner-sandbox-stderr")
                     self._drainer.start()
@@ -233,14 +236,12 @@ class Sandbox:
         """The next piece of the agent's channel, as proc.read gives it: ("stdout", data),
         ("eof", b"") once the agent is gone or the sandbox was closed, None if nothing came in
         time. The socket stays blocking (sends have no time limit): the wait is a poll."""
-        conn, proc = self._conn, self.proc
+        conn, poll, proc = self._conn, self._conn_poll, self.proc
         if conn is None:
             if proc is None:
                 return ("eof", b"")
             return proc.read(timeout=timeout)
         try:
-            poll = select.poll()
-            poll.register(conn.fileno(), select.POLLIN)
             if not poll.poll(timeout * 1000):
                 return None
             data = conn.recv(1 << 20)

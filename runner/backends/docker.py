@@ -209,9 +209,10 @@ class DockerPlacement(Placement):
         from .. import channel
 
         listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
+        engine = os.environ.get("DOCKER_HOST", "")
 
         def on_stdio():  # the engine could not mount the directory: offer it no socket again
-            channel.refuse(os.environ.get("DOCKER_HOST", ""))
+            channel.refuse(engine)
             return self.executor(cfg)
 
         try:
