@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from . import fsutil, oom, paths
+from . import fsutil, oom, paths, zygote
 from .context import Ctx, ToolError
 
 CHUNK = 64 * 1024
@@ -82,55 +82,37 @@ def feed_stdin(proc: subprocess.Popen, data: bytes) -> None:
     threading.Thread(target=feed, daemon=True).start()
 
 
-# A shell started before the call that will use it, so a call pays no fork+exec of bash on its
-# critical path. It is as clean as `bash -c COMMAND` started at the call: a new process, started
-# by the agent (whose env, cwd, umask, rlimits and signals no call changes) in its own session,
-# stdin /dev/null, holding nothing but a pipe it reads the command from (then closes) before it
-# evals it. Each serves one call only; the next is started (by _Keeper) soon after that call's result.
-# `bash -c` and this differ only in the name a syntax error gives its source ("eval", not "-c").
-SPARE_SCRIPT = ('IFS= read -r -d "" -N 1073741823 -u {fd} __runner_cmd; exec {fd}<&-; '
-                'eval "unset __runner_cmd;$__runner_cmd"')
-SPARE_MAX = 60 * 1024  # bytes of a command that fit in an empty pipe: its write never blocks
+# A shell forked before the call that will use it (zygote.py: how, and why it is as clean as
+# `bash -c COMMAND` started at the call), so a call pays neither the fork nor an exec on its critical
+# path. Each serves one call only; the next is forked (by _Keeper) soon after that call's result.
+SPARE_MAX = 60 * 1024  # bytes of a command that fit in an empty FIFO: its write never blocks
+
+
+def needs_own_shell(command: str) -> bool:
+    """A command that names `$$` gets a `bash -c` of its own: in a forked shell `$$` is the zygote's pid."""
+    return "$$" in command or "${$" in command
 
 
 class _Spare:
-    def __init__(self, ctx: Ctx) -> None:
-        r, self.w = os.pipe()
-        try:
-            self.cwd = ctx.workspace
-            self.env = ctx.env
-            self.proc = subprocess.Popen([BASH, "-c", SPARE_SCRIPT.format(fd=r)], cwd=self.cwd, env=self.env,
-                                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, pass_fds=(r,))
-        except BaseException:
-            os.close(self.w)
-            raise
-        finally:
-            os.close(r)
+    def __init__(self, forked: zygote.Forked, cwd: str, env: dict) -> None:
+        self.forked, self.cwd, self.env = forked, cwd, env
 
     def fits(self, ctx: Ctx, cwd: str, data: bytes) -> bool:
-        """Started for this call's env and directory (the very directory: not one that replaced
-        it since), still there, and the command fits the pipe."""
-        if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX or self.proc.poll() is not None:
+        """Forked for this call's env and directory (the very directory: not one that replaced
+        it since), still there, its zygote too, and the command fits the FIFO."""
+        if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX:
             return False
-        here = _dir_id(f"/proc/{self.proc.pid}/cwd")
+        if not self.forked.zygote.alive() or self.forked.poll() is not None:
+            return False
+        here = _dir_id(f"/proc/{self.forked.pid}/cwd")
         return here is not None and here == _dir_id(cwd)
 
-    def take(self, data: bytes) -> subprocess.Popen:
-        try:
-            os.write(self.w, data)  # fits the pipe: never blocks
-        finally:
-            os.close(self.w)
-        return self.proc
+    def take(self, data: bytes) -> zygote.Forked:
+        self.forked.give(data)
+        return self.forked
 
     def discard(self) -> None:
-        os.close(self.w)  # at EOF it evals an empty command and ends
-        _kill_group(self.proc.pid, signal.SIGKILL)
-        try:
-            self.proc.wait(timeout=KILL_GRACE)
-        except subprocess.TimeoutExpired:
-            pass
-        self.proc.stdout.close()
+        self.forked.discard()
 
 
 BASH = shutil.which("bash")
@@ -138,6 +120,7 @@ SPARE_DELAY = 0.0  # seconds after a call's result before the next call's shell 
 # back to back from a shell already under way; at 0 one that comes while it starts waits for it, and
 # bash's ~1 ms start-up overlaps the controller's part: 2.28 -> 1.97 ms per call back to back (docker,
 # same runs alternated), no change with 50 ms between calls (2.45 vs 2.48 ms, noise)
+ZYGOTE_TRIES = 3  # zygotes that failed in a row (say, no writable temp dir) before calls start their own shells
 _spare: "_Spare | None" = None
 
 
@@ -150,16 +133,18 @@ def _dir_id(path: str):
 
 
 class _Keeper:
-    """Starts the spare shell on a thread of its own, SPARE_DELAY after a call's result (off the
+    """Forks the spare shell on a thread of its own, SPARE_DELAY after a call's result (off the
     call's path: the result is written first). A call that comes before it is due cancels it
     and starts its own shell, as if there were no spare; one that comes while it is being
-    started waits for it (never longer than starting its own)."""
+    forked waits for it (never longer than starting its own)."""
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
         self.ctx: "Ctx | None" = None
         self.due: "float | None" = None
         self.thread: "threading.Thread | None" = None
+        self.zygote: "zygote.Zygote | None" = None
+        self.failures = 0
 
     def want(self, ctx: Ctx) -> None:
         with self.cv:
@@ -170,12 +155,18 @@ class _Keeper:
             self.cv.notify()
 
     def take(self) -> "_Spare | None":
-        """The spare if there is one (waiting while one is being started); cancels one wanted."""
+        """The spare if there is one (waiting while one is being forked); cancels one wanted."""
         global _spare
         with self.cv:
             self.due = None
             spare, _spare = _spare, None
             return spare
+
+    def retire(self) -> None:
+        """No more spares: the zygote ends (a per-call sandbox's one call has its shell)."""
+        with self.cv:
+            self.due = None
+            self._drop_zygote()
 
     def _run(self) -> None:
         global _spare
@@ -189,12 +180,29 @@ class _Keeper:
                     self.cv.wait(left)
                     continue
                 self.due = None
-                if _spare is None:  # started under the lock: take() waits for it
+                if _spare is None and self.failures < ZYGOTE_TRIES:  # forked under the lock: take() waits for it
                     try:
-                        with fsutil.UMASK_LOCK:  # never while a write reads the umask
-                            _spare = _Spare(self.ctx)
-                    except (OSError, subprocess.SubprocessError):
+                        _spare = _Spare(self._zygote_for(self.ctx).fork(), self.ctx.workspace, self.ctx.env)
+                        self.failures = 0
+                    except (OSError, subprocess.SubprocessError, zygote.ZygoteError):
                         _spare = None  # no spare (say, at the pids limit): the call starts its own shell
+                        self.failures += 1
+                        self._drop_zygote()
+
+    def _zygote_for(self, ctx: Ctx) -> zygote.Zygote:
+        z = self.zygote
+        if z is not None and (z.cwd != ctx.workspace or z.env is not ctx.env or not z.alive()):
+            self._drop_zygote()
+            z = None
+        if z is None:
+            with fsutil.UMASK_LOCK:  # never while a write reads the umask
+                z = self.zygote = zygote.Zygote(BASH, ctx.workspace, ctx.env)
+        return z
+
+    def _drop_zygote(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
 
 
 _keeper = _Keeper()
@@ -206,6 +214,11 @@ def prepare(ctx: Ctx) -> None:
         _keeper.want(ctx)
 
 
+def retire() -> None:
+    """No spare shells from now on (a per-call sandbox after its call)."""
+    _keeper.retire()
+
+
 def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subprocess.Popen:
     if "\0" in command:
         raise ToolError("the command holds a NUL character, which no shell command can hold")
@@ -215,7 +228,7 @@ def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subproce
         raise ToolError("the command is not valid text (a lone surrogate)") from None
     spare = _keeper.take()
     if spare is not None:
-        if stdin_text is None and spare.fits(ctx, cwd, data):
+        if stdin_text is None and not needs_own_shell(command) and spare.fits(ctx, cwd, data):
             return spare.take(data)
         spare.discard()
     proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
@@ -452,6 +465,7 @@ def shutdown() -> None:
     spare = _keeper.take()
     if spare is not None:
         spare.discard()
+    _keeper.retire()
     with _jobs_lock:
         for job in _jobs.values():
             _kill_group(job.proc.pid, signal.SIGKILL)

@@ -211,6 +211,8 @@ def main(inp=None, out_fd: int | None = None) -> None:
                 channel.send(handle_call(ctx, msg))
                 if not single:
                     tool_module("procs").prepare(ctx)  # the next call's shell, made while the controller reads this
+                else:
+                    tool_module("procs").retire()  # its zygote: no call comes after this one
             elif op == "shutdown":
                 break
             else:

@@ -77,21 +77,30 @@ def test_a_closed_runner_refuses_and_close_is_idempotent(tmp_path):
 
 
 def _spares(agent_pid: int) -> int:
-    """Shells the agent keeps ready (its children waiting for a command)."""
-    n = 0
+    """Shells the agent keeps ready: its zygote and the zygote's fork waiting for a command
+    (toolbox/zygote.py), the agent's descendants running its script."""
+    parent, script = {}, set()
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
         try:
-            ppid = open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]
-            cmd = open(f"/proc/{d}/cmdline", "rb").read()
+            parent[int(d)] = int(open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1])
+            if b"__runner_cmd" in open(f"/proc/{d}/cmdline", "rb").read():
+                script.add(int(d))
         except OSError:
             continue
-        n += ppid == str(agent_pid) and b"__runner_cmd" in cmd
-    return n
+
+    def under_agent(pid: int) -> bool:
+        while pid in parent and pid > 1:
+            pid = parent[pid]
+            if pid == agent_pid:
+                return True
+        return False
+
+    return sum(1 for pid in script if under_agent(pid))
 
 
-@pytest.mark.parametrize("lifecycle, spares_after", [("per-session", 1), ("per-call", 0)])
+@pytest.mark.parametrize("lifecycle, spares_after", [("per-session", 2), ("per-call", 0)])
 def test_a_per_call_sandbox_keeps_no_shell_for_a_call_that_never_comes(tmp_path, lifecycle, spares_after):
     """A per-call sandbox serves one call: it starts no shell after that call's result and loads
     only the shell tools ahead (every other module when its call comes), so a sandbox costs less

@@ -1,0 +1,111 @@
+"""A bash call's shell is forked, ahead of the call, from a clean bash the agent keeps (the
+zygote, toolbox/zygote.py); a command that names `$$` gets a `bash -c` of its own. Both must be
+alike, and nothing a call does to the zygote may cost a later call its output or exit code.
+Run on local, docker and swarm (the fixtures of this folder); the last test drives the agent's
+module in this process."""
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+
+from runner.toolbox import procs
+from runner.toolbox.context import Ctx
+
+# What a shell starts with: options, traps, descriptors, stdin, signal masks, variables' names,
+# shell options, functions, aliases, umask, `$!`, `$?`, its process group.
+FINGERPRINT = r'''echo "flags $-"; trap -p; echo "fds $(ls /proc/$BASHPID/fd | tr '\n' ' ')"
+readlink /proc/$BASHPID/fd/0; grep -E '^Sig(Ign|Blk|Cgt)' /proc/$BASHPID/status
+set -o | grep ' on$' | tr -s ' \t' ' ' | tr '\n' ','; echo; echo "last [${!-none}] status [$?]"
+compgen -v | tr '\n' ' '; echo; shopt -s | tr -s ' \t' ' ' | tr '\n' ','; echo; declare -F; alias; umask
+read -r pid _ _ _ pgid sid _ </proc/$BASHPID/stat; echo "group leader $((pgid == pid)) sid $sid"'''
+
+
+def run(call, command: str, **kw):
+    res = call("bash", {"command": command, **kw})
+    return res
+
+
+def text(call, command: str) -> str:
+    res = run(call, command)
+    assert not res.is_error, res.text
+    return res.text
+
+
+def test_a_forked_shell_starts_as_its_own_bash_c_does(call):
+    text(call, "f() { :; }; set -o noclobber; trap : USR1; sleep 0 & alias a=b; cd /")  # state the next must not see
+    time.sleep(0.3)  # the next call's shell is forked by now
+    parent = "\nread -r _ _ _ parent _ </proc/$BASHPID/stat; grep -q __runner_d /proc/$parent/cmdline && echo forked"
+    forked = text(call, FINGERPRINT + parent)
+    own = text(call, FINGERPRINT + parent + "\n: $$")  # names $$: its own bash -c
+    assert forked.endswith("\nforked\n") and not own.endswith("\nforked\n")
+    assert "group leader 1" in forked and "flags hBc" in forked and "last [none] status [0]" in forked
+    assert "__runner" not in forked
+    # alike but for the session: a forked shell is in its zygote's, its own bash -c leads one
+    assert re.sub(r"sid \d+", "", forked.removesuffix("forked\n")) == re.sub(r"sid \d+", "", own)
+
+
+def test_dollar_dollar_is_the_calls_own_pid(call):
+    for command in ('echo "$$ $BASHPID"', 'echo "${$} $BASHPID"'):
+        mine, shell = text(call, command).split()
+        assert mine == shell
+    pids = {text(call, "echo $BASHPID") for _ in range(3)}
+    assert len(pids) == 3
+
+
+def test_a_shell_that_stops_itself_is_waited_for_until_its_timeout(call):
+    res = run(call, "echo before; kill -STOP $BASHPID; echo resumed", timeout=1)
+    assert res.is_error and res.meta["timed_out"] and res.meta["exit_code"] == 124
+    assert res.text.startswith("before\n") and "resumed" not in res.text
+    assert text(call, "echo next") == "next\n"
+
+
+# The zygote is the parent of a forked call's shell (a call that came before its spare was
+# forked has the agent for parent: then this fails, rather than stop the agent).
+ZYGOTE = "read -r _ _ _ zygote _ </proc/$BASHPID/stat; grep -q __runner_d /proc/$zygote/cmdline || exit 99"
+
+
+def forked(call, command: str):
+    """Run command in a forked shell: the spare is forked just after the last call's result."""
+    text(call, "true")
+    time.sleep(0.3)
+    res = run(call, command)
+    assert res.meta["exit_code"] != 99, res.text
+    return res
+
+
+def test_a_call_that_stops_the_zygote_keeps_its_exit_code_and_so_do_the_next(call):
+    res = forked(call, f"{ZYGOTE}; kill -STOP $zygote; echo stopped; exit 4")
+    assert res.meta["exit_code"] == 4 and res.text.startswith("stopped\n")  # read from its zombie
+    for code in (5, 6):
+        res = run(call, f"echo {code}; exit {code}")
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n")
+
+
+def test_a_killed_zygote_costs_the_next_calls_nothing(call):
+    forked(call, f"{ZYGOTE}; kill -KILL $zygote")  # its own status is lost with its parent
+    for code in (0, 7, 8):
+        res = run(call, f"echo {code}; exit {code}")
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n")
+
+
+def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
+    """No writable temp dir for the zygote's FIFOs (or a bash that cannot run it): the agent
+    stops trying after a few zygotes and each call starts its own `bash -c`."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    keeper = procs._Keeper()
+    monkeypatch.setattr(procs, "_keeper", keeper)
+    ctx = Ctx({"workspace": str(tmp_path)})
+    sent: list = []
+    ctx.send = ctx.hold = sent.append
+    try:
+        for n in range(procs.ZYGOTE_TRIES + 2):
+            procs.prepare(ctx)
+            deadline = time.monotonic() + 10
+            while keeper.due is not None and time.monotonic() < deadline:  # the keeper has tried
+                time.sleep(0.01)
+            res = procs.bash(ctx, {"command": f"echo {n}; exit 3"}, f"c{n}")
+            assert res["meta"]["exit_code"] == 3 and sent.pop() == {"op": "output", "id": f"c{n}", "data": f"{n}\n"}
+        assert keeper.zygote is None and keeper.failures == procs.ZYGOTE_TRIES
+    finally:
+        procs.shutdown()
