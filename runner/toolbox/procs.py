@@ -104,12 +104,11 @@ class _Spare:
             return False
         if not self.forked.zygote.alive() or self.forked.poll() is not None:
             return False
-        here = _dir_id(f"/proc/{self.forked.pid}/cwd")
-        return here is not None and here == _dir_id(cwd)
+        return self.forked.zygote.cwd_id == _dir_id(cwd)
 
-    def take(self, data: bytes) -> zygote.Forked:
-        self.forked.give(data)
-        return self.forked
+    def take(self, data: bytes) -> "zygote.Forked | None":
+        """The spare, running the command; None if its command FIFO would not take it."""
+        return self.forked if self.forked.give(data) else None
 
     def discard(self) -> None:
         self.forked.discard()
@@ -229,7 +228,9 @@ def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subproce
     spare = _keeper.take()
     if spare is not None:
         if stdin_text is None and not needs_own_shell(command) and spare.fits(ctx, cwd, data):
-            return spare.take(data)
+            proc = spare.take(data)
+            if proc is not None:
+                return proc
         spare.discard()
     proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
                             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,

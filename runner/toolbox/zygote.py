@@ -18,8 +18,11 @@ P per spare; the spare opens P.in (its command) and P.out (its stdout and stderr
 agent made and opened first, then writes `r PID`; the zygote waits for it as a foreground job and
 writes `x STATUS` when it has ended. One spare at a time, so a status is that spare's.
 The FIFOs are unlinked once the spare holds them. Everything in the sandbox is one user, so a
-process there can write into these pipes: a line that does not parse is dropped, and at worst a
-sandbox confuses its own exit codes, which the controller never trusted.
+process there can write into these pipes: a line that does not parse is dropped, `r` is believed
+only from a child of the zygote and `x` only once the spare has ended, and at worst a sandbox
+confuses its own exit codes, which the controller never trusted. Such a process can also ptrace
+the zygote (it is a bash of the sandbox's user), as it can any later call's shell: calls of one
+session are not kept from each other by the sandbox, only sessions and the host (SECURITY.md).
 """
 from __future__ import annotations
 
@@ -37,15 +40,13 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # ignores them: `kill` of it by a call does nothing, and a fork gets the defaults back (an ignored
 # signal would stay ignored in every call). Job control (set -m) gives each spare its own process
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
-# `&`: that would leave its pid in the next spare's `$!`. A spare that stops is still a job then
-# (`jobs %%`): `wait -f` waits for its end, as the agent's waitpid would (bash >= 5.1; an older
-# bash's wait fails there, and the stopped spare's call gets status 2).
+# `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
+# `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
 SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r __runner_d; do "
           "( trap - " + TRAPPED + "; set +m; exec 3<\"$__runner_d.in\" 4>\"$__runner_d.out\"; "
           'printf "r %s\\n" "$BASHPID"; exec </dev/null >&4 2>&4 4>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
-          'eval "unset __runner_cmd __runner_d __runner_s;$__runner_cmd" ); __runner_s=$?; '
-          'jobs %% >/dev/null 2>&1 && { wait -f %%; __runner_s=$?; }; printf "x %s\\n" "$__runner_s"; done')
+          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s\\n" "$?"; done')
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
 
@@ -54,27 +55,43 @@ class ZygoteError(Exception):
     """The zygote is gone or does not answer: start the call's shell directly."""
 
 
+def _ended(pid: int) -> bool:
+    """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
 class Zygote:
     """One clean bash that forks spares, one at a time: it waits for each (a foreground job)."""
 
     def __init__(self, bash: str, cwd: str, env: dict) -> None:
         self.cwd, self.env = cwd, env
+        st = os.stat(cwd)
+        self.cwd_id = st.st_dev, st.st_ino  # the directory its forks start in
         self.dir = tempfile.mkdtemp(prefix="runner-agent-")  # 0700
         self.lock = threading.Lock()
         self.buf = b""
         self.current: "int | None" = None  # the spare forked and not ended
+        self.forking = False
+        self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
         self.count = 0
+        self.closed = False
         try:
             self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
+        self.inp = self.proc.stdin.fileno()
+        os.set_blocking(self.inp, False)  # a stopped zygote with a full pipe must not hold the agent
         self.out = self.proc.stdout.fileno()
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.closed and self.proc.poll() is None
 
     def fork(self) -> "Forked":
         """A new spare, ready for its command. ZygoteError if the zygote cannot make one."""
@@ -87,17 +104,21 @@ class Zygote:
             try:
                 os.mkfifo(base + ".in", 0o600)
                 os.mkfifo(base + ".out", 0o600)
-                # O_RDWR: the spare's open of P.in never waits for a writer; O_NONBLOCK on P.out: nor ours
-                fds.append(os.open(base + ".in", os.O_RDWR | os.O_CLOEXEC))
+                # O_RDWR: the spare's open of P.in never waits for a writer; O_NONBLOCK: no write or
+                # read of ours waits for a spare that stopped (or a process that filled the FIFO)
+                fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC))
                 fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
-                self.proc.stdin.write(os.fsencode(base) + b"\n")
-                self.proc.stdin.flush()
+                line = os.fsencode(base) + b"\n"
+                if os.write(self.inp, line) != len(line):
+                    raise ZygoteError("the zygote's input is full")
+                self.forking = True
                 pid = self._await(lambda: self.current, READY_WITHIN, late="the spare did not report ready")
             except (OSError, ValueError, ZygoteError) as e:
                 for fd in fds:
                     os.close(fd)
                 raise ZygoteError(f"no spare from the zygote: {e}") from None
             finally:
+                self.forking = False
                 for suffix in (".in", ".out"):
                     try:
                         os.unlink(base + suffix)
@@ -111,11 +132,19 @@ class Zygote:
         else None after timeout; -SIGKILL if the zygote ended without telling."""
         with self.lock:
             try:
-                rc = self._await(lambda: self.ended.get(pid), timeout)
+                rc = self._await(lambda: self.ended.get(pid, self._left(pid)), timeout)
             except ZygoteError:
                 return -signal.SIGKILL
             self.ended.pop(pid, None)
             return rc
+
+    def _left(self, pid: int):
+        """A spare that stopped and has ended since (say, killed at its timeout): its status went
+        to no one (the zygote reaped it on its own)."""
+        if pid == self.left and _ended(pid):
+            self.left = None
+            return -signal.SIGKILL
+        return None
 
     def _await(self, found, timeout: float, late: "str | None" = None):
         """Read the zygote's lines until found() gives something, or timeout: then None, or
@@ -143,44 +172,46 @@ class Zygote:
                 self.buf = b""
 
     def _file(self, words: list) -> None:
-        """`r PID` from a spare that is ready; `x STATUS` from the zygote when it has ended."""
+        """`r PID` from the spare being forked: believed if PID is the zygote's child. `x STATUS`
+        from the zygote: believed once the spare has ended."""
         try:
-            if words[0] == b"r" and len(words) == 2 and self.current is None:
-                self.current = int(words[1])
+            if words[0] == b"r" and len(words) == 2 and self.current is None and self.forking:
+                pid = int(words[1])
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                if ppid == self.proc.pid:
+                    self.current = pid
             elif words[0] == b"x" and len(words) == 2 and self.current is not None:
                 code = int(words[1])  # bash's 128+N for a signal N, as Popen gives it: -N
-                self.ended[self.current] = -(code - 128) if code > 128 else code
+                if _ended(self.current):
+                    self.ended[self.current] = -(code - 128) if code > 128 else code
+                elif code > 128:  # it stopped: the zygote waits for it no more, and will not tell its end
+                    self.left = self.current
+                else:
+                    return  # not the zygote's line
                 self.current = None
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OSError):
             pass
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         try:
             self.proc.stdin.close()  # at EOF the zygote's loop ends
         except OSError:
             pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=1.5)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.proc.poll() is None:  # not a pid that was reaped (and may be another's by now)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=1.5)
+            except subprocess.TimeoutExpired:
+                pass
         self.proc.stdout.close()
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _zombie_status(pid: int):
-    """The exit status a zombie holds for its parent (/proc/PID/stat's exit_code), as Popen gives it."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        if fields[0] != b"Z":
-            return None
-        return os.waitstatus_to_exitcode(int(fields[49]))
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 class _Out:
@@ -207,26 +238,35 @@ class Forked:
         self.stdout = _Out(out_fd)
         self.returncode = None
 
-    def give(self, data: bytes) -> None:
-        """Its command (fits the FIFO's buffer: the write never blocks); at our close it reads EOF."""
+    def give(self, data: bytes) -> bool:
+        """Its command (it fits an empty FIFO); at our close it reads EOF. False if the FIFO did not
+        take it all (something else filled it): then the spare is not used."""
         try:
-            os.write(self.cmd_fd, data)
-        finally:
+            done = os.write(self.cmd_fd, data) == len(data)
+        except BlockingIOError:
+            done = False
+        if done:
             os.close(self.cmd_fd)
             self.cmd_fd = -1
+        return done
 
     def poll(self):
         return self.wait(0)
 
     def wait(self, timeout: float | None = None):
-        """Popen.wait, but never longer than STATUS_WITHIN: a zygote stopped by a process of the
-        sandbox must not hold the agent (the status is then lost: -SIGKILL, and the zygote is
-        replaced)."""
+        """Popen.wait; with no timeout, never longer than twice STATUS_WITHIN once asked: a zygote
+        stopped by a process of the sandbox must not hold the agent."""
         if self.returncode is None:
             rc = self.zygote.status(self.pid, STATUS_WITHIN if timeout is None else timeout)
-            if rc is None and timeout is None:  # the zygote does not reap: its zombie child still tells
-                rc = _zombie_status(self.pid)
-                rc = self.zygote.status(self.pid, 0) if rc is None else rc
+            if rc is None and timeout is None:
+                # A zygote stopped by a process of the sandbox holds the status (or the zombie): it
+                # is let go on to tell it, then replaced.
+                if self.zygote.alive():
+                    try:
+                        os.kill(self.zygote.proc.pid, signal.SIGCONT)
+                    except OSError:
+                        pass
+                rc = self.zygote.status(self.pid, STATUS_WITHIN)
                 self.zygote.close()
                 rc = -signal.SIGKILL if rc is None else rc
             self.returncode = rc

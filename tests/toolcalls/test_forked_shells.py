@@ -14,10 +14,12 @@ from runner.toolbox.context import Ctx
 
 # What a shell starts with: options, traps, descriptors, stdin, signal masks, variables' names,
 # shell options, functions, aliases, umask, `$!`, `$?`, its process group.
-FINGERPRINT = r'''echo "flags $-"; trap -p; echo "fds $(ls /proc/$BASHPID/fd | tr '\n' ' ')"
-readlink /proc/$BASHPID/fd/0; grep -E '^Sig(Ign|Blk|Cgt)' /proc/$BASHPID/status
+# The shell's own descriptors are read by the shell itself (a builtin glob and test): a forked
+# shell is not dumpable, so no other process may read them.
+FINGERPRINT = r'''echo "flags $-"; trap -p; fds=(/proc/$BASHPID/fd/*); echo "fds ${fds[*]##*/}"
+[[ /proc/$BASHPID/fd/0 -ef /dev/null ]] && echo stdin /dev/null; grep -E '^Sig(Ign|Blk|Cgt)' /proc/$BASHPID/status
 set -o | grep ' on$' | tr -s ' \t' ' ' | tr '\n' ','; echo; echo "last [${!-none}] status [$?]"
-compgen -v | tr '\n' ' '; echo; shopt -s | tr -s ' \t' ' ' | tr '\n' ','; echo; declare -F; alias; umask
+unset fds; compgen -v | tr '\n' ' '; echo; shopt -s | tr -s ' \t' ' ' | tr '\n' ','; echo; declare -F; alias; umask
 read -r pid _ _ _ pgid sid _ </proc/$BASHPID/stat; echo "group leader $((pgid == pid)) sid $sid"'''
 
 
@@ -40,6 +42,8 @@ def test_a_forked_shell_starts_as_its_own_bash_c_does(call):
     own = text(call, FINGERPRINT + parent + "\n: $$")  # names $$: its own bash -c
     assert forked.endswith("\nforked\n") and not own.endswith("\nforked\n")
     assert "group leader 1" in forked and "flags hBc" in forked and "last [none] status [0]" in forked
+    fds = forked.split("fds ", 1)[1].split("\n", 1)[0].split()
+    assert fds[:3] == ["0", "1", "2"] and len(fds) == 4 and "stdin /dev/null" in forked  # 4th: the glob's own
     assert "__runner" not in forked
     # alike but for the session: a forked shell is in its zygote's, its own bash -c leads one
     assert re.sub(r"sid \d+", "", forked.removesuffix("forked\n")) == re.sub(r"sid \d+", "", own)
@@ -76,7 +80,7 @@ def forked(call, command: str):
 
 def test_a_call_that_stops_the_zygote_keeps_its_exit_code_and_so_do_the_next(call):
     res = forked(call, f"{ZYGOTE}; kill -STOP $zygote; echo stopped; exit 4")
-    assert res.meta["exit_code"] == 4 and res.text.startswith("stopped\n")  # read from its zombie
+    assert res.meta["exit_code"] == 4 and res.text.startswith("stopped\n")  # the zygote is let go on to tell it
     for code in (5, 6):
         res = run(call, f"echo {code}; exit {code}")
         assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n")
@@ -109,3 +113,58 @@ def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
         assert keeper.zygote is None and keeper.failures == procs.ZYGOTE_TRIES
     finally:
         procs.shutdown()
+
+
+# Hostile processes of the sandbox against the zygote's pipes and FIFOs (each of these held the
+# agent, lost output or ran a call's command nowhere before its fix). `: $$` runs a command in its
+# own `bash -c`, so the zygote is idle meanwhile; $PPID is the agent in either kind of shell.
+FIND = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; '
+        '[ "$ppid" = "$PPID" ] && [ "$pid" != "$BASHPID" ] && grep -q __runner_d "/proc/$pid/cmdline" 2>/dev/null '
+        '&& zygote=$pid; done; '
+        '[ -n "$zygote" ] || exit 99; : $$')
+FILL = '''python3 -c 'import os, sys
+f = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+try:
+    while True:
+        os.write(f, b"x" * 4096)
+except BlockingIOError:
+    pass' '''
+
+
+def hostile(call, command: str) -> None:
+    res = run(call, f"{FIND}\n{command}")
+    assert res.meta["exit_code"] == 0, res.text
+
+
+def test_a_stopped_zygote_with_a_full_input_holds_no_call(call):
+    hostile(call, f"kill -STOP $zygote; {FILL} /proc/$zygote/fd/0")
+    for code in (3, 4):
+        res = run(call, f"echo {code}; exit {code}", timeout=20)
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
+
+
+def test_a_stopped_spare_with_a_full_command_fifo_holds_no_call(call):
+    # after this call's result the zygote forks the next call's shell: stop it and fill its FIFO
+    hostile(call, "(sleep 0.5; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <\"$s\" 2>/dev/null; "
+                  f"[ \"$ppid\" = \"$zygote\" ] && kill -STOP $pid && {FILL} /proc/$pid/fd/3; done) >/dev/null 2>&1 &")
+    time.sleep(1.5)
+    for code in (3, 4):
+        res = run(call, f"echo {code}; exit {code}", timeout=20)
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
+
+
+def test_a_status_line_written_by_another_process_does_not_end_a_call(call):
+    hostile(call, "(sleep 1; printf 'x 0\\n' >/proc/$zygote/fd/1) >/dev/null 2>&1 &")
+    res = run(call, "echo a; sleep 2; echo b; exit 5", timeout=30)
+    assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
+
+
+def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
+    job = text(call, "sleep 600 >/dev/null 2>&1 & echo $!").strip()
+    try:
+        hostile(call, f"kill -STOP $zygote; printf 'r {job}\\n' >/proc/$zygote/fd/1")
+        res = run(call, "echo hello; exit 3", timeout=20)
+        assert res.meta["exit_code"] == 3 and res.text.startswith("hello\n"), res.text
+        assert text(call, f"kill -0 {job} && echo alive") == "alive\n"  # nothing was done to it
+    finally:
+        run(call, f"kill {job}")
