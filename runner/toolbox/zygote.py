@@ -15,7 +15,7 @@ subshell cannot change: `$$` names the zygote, not the call's shell (`$BASHPID` 
 
 The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writes a path prefix
 P per spare; the spare opens P.in (its command) and P.out (its stdout and stderr), both FIFOs the
-agent made and opened first, then writes `r PID`; the zygote waits for it as a foreground job and
+agent made and opened first, then writes `r PID P`; the zygote waits for it as a foreground job and
 writes `x STATUS` when it has ended. One spare at a time, so a status is that spare's.
 The FIFOs are unlinked once the spare holds them. Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
@@ -42,9 +42,11 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
+# A line that is not a path of the agent's fails its redirections and ends (bash goes on after a
+# failed `exec` redirection unless told), and a spare's `r` names the path it was given.
 SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r __runner_d; do "
-          "( trap - " + TRAPPED + "; set +m; exec 3<\"$__runner_d.in\" 4>\"$__runner_d.out\"; "
-          'printf "r %s\\n" "$BASHPID"; exec </dev/null >&4 2>&4 4>&-; '
+          "( trap - " + TRAPPED + "; set +m; exec 3<\"$__runner_d.in\" 4>\"$__runner_d.out\" || exit 126; "
+          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
           'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s\\n" "$?"; done')
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
@@ -75,7 +77,7 @@ class Zygote:
         self.lock = threading.Lock()
         self.buf = b""
         self.current: "int | None" = None  # the spare forked and not ended
-        self.forking = False
+        self.forking: "bytes | None" = None  # the path prefix of the spare being forked
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
         self.count = 0
@@ -108,17 +110,17 @@ class Zygote:
                 # read of ours waits for a spare that stopped (or a process that filled the FIFO)
                 fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC))
                 fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
-                line = os.fsencode(base) + b"\n"
+                self.forking = os.fsencode(base)
+                line = self.forking + b"\n"
                 if os.write(self.inp, line) != len(line):
                     raise ZygoteError("the zygote's input is full")
-                self.forking = True
                 pid = self._await(lambda: self.current, READY_WITHIN, late="the spare did not report ready")
             except (OSError, ValueError, ZygoteError) as e:
                 for fd in fds:
                     os.close(fd)
                 raise ZygoteError(f"no spare from the zygote: {e}") from None
             finally:
-                self.forking = False
+                self.forking = None
                 for suffix in (".in", ".out"):
                     try:
                         os.unlink(base + suffix)
@@ -167,22 +169,23 @@ class Zygote:
             self.buf += data
             *lines, self.buf = self.buf.split(b"\n")
             for line in lines:
-                self._file(line.split())
+                self._file(line)
             if len(self.buf) > 4096:  # not a line of ours
                 self.buf = b""
 
-    def _file(self, words: list) -> None:
-        """`r PID` from the spare being forked: believed if PID is the zygote's child. `x STATUS`
-        from the zygote: believed once the spare has ended."""
+    def _file(self, line: bytes) -> None:
+        """`r PID P` from the spare being forked: believed if P is the path it was given and PID
+        is the zygote's child. `x STATUS` from the zygote: a status once the spare has ended."""
+        kind, _, rest = line.partition(b" ")
         try:
-            if words[0] == b"r" and len(words) == 2 and self.current is None and self.forking:
-                pid = int(words[1])
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-                if ppid == self.proc.pid:
-                    self.current = pid
-            elif words[0] == b"x" and len(words) == 2 and self.current is not None:
-                code = int(words[1])  # bash's 128+N for a signal N, as Popen gives it: -N
+            if kind == b"r" and self.current is None and self.forking is not None:
+                pid, _, path = rest.partition(b" ")
+                if path == self.forking:
+                    with open(f"/proc/{int(pid)}/stat", "rb") as f:
+                        if int(f.read().rsplit(b")", 1)[1].split()[1]) == self.proc.pid:
+                            self.current = int(pid)
+            elif kind == b"x" and self.current is not None:
+                code = int(rest)  # bash's 128+N for a signal N, as Popen gives it: -N
                 if _ended(self.current):
                     self.ended[self.current] = -(code - 128) if code > 128 else code
                 elif code > 128:  # it stopped: the zygote waits for it no more, and will not tell its end

@@ -12,12 +12,13 @@ import time
 from runner.toolbox import procs
 from runner.toolbox.context import Ctx
 
-# What a shell starts with: options, traps, descriptors, stdin, signal masks, variables' names,
+# What a shell starts with: options, traps, descriptors, stdin, signals ignored and caught (not
+# the blocked mask: bash blocks some around each fork it makes), variables' names,
 # shell options, functions, aliases, umask, `$!`, `$?`, its process group.
 # The shell's own descriptors are read by the shell itself (a builtin glob and test): a forked
 # shell is not dumpable, so no other process may read them.
 FINGERPRINT = r'''echo "flags $-"; trap -p; fds=(/proc/$BASHPID/fd/*); echo "fds ${fds[*]##*/}"
-[[ /proc/$BASHPID/fd/0 -ef /dev/null ]] && echo stdin /dev/null; grep -E '^Sig(Ign|Blk|Cgt)' /proc/$BASHPID/status
+[[ /proc/$BASHPID/fd/0 -ef /dev/null ]] && echo stdin /dev/null; grep -E '^Sig(Ign|Cgt)' /proc/$BASHPID/status
 set -o | grep ' on$' | tr -s ' \t' ' ' | tr '\n' ','; echo; echo "last [${!-none}] status [$?]"
 unset fds; compgen -v | tr '\n' ' '; echo; shopt -s | tr -s ' \t' ' ' | tr '\n' ','; echo; declare -F; alias; umask
 read -r pid _ _ _ pgid sid _ </proc/$BASHPID/stat; echo "group leader $((pgid == pid)) sid $sid"'''
