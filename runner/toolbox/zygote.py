@@ -57,6 +57,19 @@ class ZygoteError(Exception):
     """The zygote is gone or does not answer: start the call's shell directly."""
 
 
+def _dies_with_its_parent():
+    """For the zygote's fork, before it runs bash: SIGKILL when the thread that made it (the
+    agent's keeper) ends. An agent killed without its shutdown would leave the zygote behind,
+    for good if it was stopped (its own session, so nothing else ends it). None without ctypes."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 def _ended(pid: int) -> bool:
     """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote."""
     try:
@@ -84,7 +97,8 @@ class Zygote:
         self.closed = False
         try:
             self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         preexec_fn=_dies_with_its_parent())
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise

@@ -5,7 +5,9 @@ Run on local, docker and swarm (the fixtures of this folder); the last test driv
 module in this process."""
 from __future__ import annotations
 
+import os
 import re
+import signal
 import tempfile
 import time
 
@@ -169,3 +171,36 @@ def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
         assert text(call, f"kill -0 {job} && echo alive") == "alive\n"  # nothing was done to it
     finally:
         run(call, f"kill {job}")
+
+
+def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
+    """The zygote has a session of its own; killed with the agent (PR_SET_PDEATHSIG), it does not
+    outlive an agent that had no time for its shutdown (a stopped one stayed for good)."""
+    from runner import Runner
+
+    zygote = None
+    with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
+        sb = r.session.make_sandbox().start()
+        try:
+            agent = sb.info["pid"]
+            out: list[str] = []
+            res = sb.call("c1", "bash", {"command": FIND + "\necho $zygote"}, timeout=30, on_output=out.append)
+            assert not res["is_error"], res
+            zygote = int("".join(out))
+            os.kill(zygote, signal.SIGSTOP)
+            os.kill(agent, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and os.path.exists(f"/proc/{zygote}") and _state(zygote) != "Z":
+                time.sleep(0.05)
+            assert not os.path.exists(f"/proc/{zygote}") or _state(zygote) == "Z", "the zygote outlived its agent"
+        finally:
+            sb.close()
+            if zygote is not None and _state(zygote) not in ("gone", "Z"):
+                os.kill(zygote, signal.SIGKILL)  # what a failure here left behind
+
+
+def _state(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"
