@@ -17,7 +17,7 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 P per spare; the spare opens P.in (its command) and P.out (its stdout and stderr), both FIFOs the
 agent made and opened first, then writes `r PID P`; the zygote waits for it as a foreground job and
 writes `x STATUS` when it has ended. One spare at a time, so a status is that spare's.
-The FIFOs are unlinked once the spare holds them. Everything in the sandbox is one user, so a
+The FIFOs (random names in the temp dir, 0600) are removed once the spare holds them. Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
 only from a child of the zygote and `x` only once the spare has ended, and at worst a sandbox
 confuses its own exit codes, which the controller never trusted. Such a process can also ptrace
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -86,22 +85,16 @@ class Zygote:
         self.cwd, self.env = cwd, env
         st = os.stat(cwd)
         self.cwd_id = st.st_dev, st.st_ino  # the directory its forks start in
-        self.dir = tempfile.mkdtemp(prefix="runner-agent-")  # 0700
         self.lock = threading.Lock()
         self.buf = b""
         self.current: "int | None" = None  # the spare forked and not ended
         self.forking: "bytes | None" = None  # the path prefix of the spare being forked
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
-        self.count = 0
         self.closed = False
-        try:
-            self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         preexec_fn=_dies_with_its_parent())
-        except BaseException:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            raise
+        self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     preexec_fn=_dies_with_its_parent())
         self.inp = self.proc.stdin.fileno()
         os.set_blocking(self.inp, False)  # a stopped zygote with a full pipe must not hold the agent
         self.out = self.proc.stdout.fileno()
@@ -114,16 +107,19 @@ class Zygote:
         with self.lock:
             if self.current is not None:
                 raise ZygoteError(f"the zygote still waits for its spare {self.current}")
-            self.count += 1
-            base = f"{self.dir}/{self.count}"
-            fds = []
+            fds, made = [], []
+            # FIFOs of a random name in the temp dir (mkfifo fails on any name that exists, a link
+            # too; the dir is sticky), gone once the spare holds them: an agent killed without its
+            # shutdown leaves nothing there. 0600: no other user may open them.
+            base = os.path.join(tempfile.gettempdir(), "runner-agent-" + os.urandom(8).hex())
             try:
-                os.mkfifo(base + ".in", 0o600)
-                os.mkfifo(base + ".out", 0o600)
+                for suffix in (".in", ".out"):
+                    os.mkfifo(base + suffix, 0o600)
+                    made.append(base + suffix)
                 # O_RDWR: the spare's open of P.in never waits for a writer; O_NONBLOCK: no write or
                 # read of ours waits for a spare that stopped (or a process that filled the FIFO)
-                fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC))
-                fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC))
+                fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
+                fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
                 self.forking = os.fsencode(base)
                 line = self.forking + b"\n"
                 if os.write(self.inp, line) != len(line):
@@ -135,9 +131,9 @@ class Zygote:
                 raise ZygoteError(f"no spare from the zygote: {e}") from None
             finally:
                 self.forking = None
-                for suffix in (".in", ".out"):
+                for path in made:
                     try:
-                        os.unlink(base + suffix)
+                        os.unlink(path)
                     except OSError:
                         pass
             os.set_blocking(fds[1], True)
@@ -228,7 +224,6 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 pass
         self.proc.stdout.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class _Out:

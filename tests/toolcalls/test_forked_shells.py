@@ -5,6 +5,7 @@ Run on local, docker and swarm (the fixtures of this folder); the last test driv
 module in this process."""
 from __future__ import annotations
 
+import glob
 import os
 import re
 import signal
@@ -175,10 +176,13 @@ def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
 
 def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
     """The zygote has a session of its own; killed with the agent (PR_SET_PDEATHSIG), it does not
-    outlive an agent that had no time for its shutdown (a stopped one stayed for good)."""
+    outlive an agent that had no time for its shutdown (a stopped one stayed for good), and the
+    FIFOs exist only while a spare is forked (a directory per zygote was left in /tmp)."""
     from runner import Runner
 
     zygote = None
+    leftovers = os.path.join(tempfile.gettempdir(), "runner-agent-*")
+    before = set(glob.glob(leftovers))
     with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
         sb = r.session.make_sandbox().start()
         try:
@@ -193,6 +197,7 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
             while time.monotonic() < deadline and os.path.exists(f"/proc/{zygote}") and _state(zygote) != "Z":
                 time.sleep(0.05)
             assert not os.path.exists(f"/proc/{zygote}") or _state(zygote) == "Z", "the zygote outlived its agent"
+            assert set(glob.glob(leftovers)) <= before, "the agent left its FIFOs (or their directory) behind"
         finally:
             sb.close()
             if zygote is not None and _state(zygote) not in ("gone", "Z"):
