@@ -17,7 +17,8 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 P per spare; the spare opens P.in (its command) and P.out (its stdout and stderr), both FIFOs the
 agent made and opened first, then writes `r PID P`; the zygote waits for it as a foreground job and
 writes `x STATUS` when it has ended. One spare at a time, so a status is that spare's.
-The FIFOs (random names in the temp dir, 0600) are removed once the spare holds them. Everything in the sandbox is one user, so a
+The FIFOs (random names in the temp dir, 0600) are removed once the spare holds them (or, if
+the agent was killed first, by the next zygote's sweep). Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
 only from a child of the zygote and `x` only once the spare has ended, and at worst a sandbox
 confuses its own exit codes, which the controller never trusted. Such a process can also ptrace
@@ -29,6 +30,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -50,6 +52,7 @@ SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r __runner_d; do "
           'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s\\n" "$?"; done')
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
+FIFO_PREFIX = "runner-agent-"  # then the agent's pid, a dash and a random part; .in and .out
 
 
 class ZygoteError(Exception):
@@ -69,13 +72,54 @@ def _dies_with_its_parent():
     return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def _ended(pid: int) -> bool:
-    """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote."""
+def _sweep(tmp: str) -> None:
+    """Remove the FIFOs of agents that have ended (a name with the pid of no process): one killed
+    while a spare was forked had no time to. Only FIFOs of that name, never followed; a name of
+    another user's stays (the temp dir is sticky), and so does one whose pid lives, whoever it is."""
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(FIFO_PREFIX):
+            continue
+        pid = entry.name[len(FIFO_PREFIX):].partition("-")[0]
+        try:
+            if not pid.isdigit() or not stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
+                continue
+        except OSError:
+            continue
+        if _gone(int(pid)):
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+def _gone(pid: int) -> bool:
+    """No process has the pid, or it has exited (a zombie: a killed agent its parent has not yet
+    reaped). A pid that cannot be told (someone else's, or no /proc) counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return _state(pid) in (b"Z", b"X")
+
+
+def _state(pid: int) -> "bytes | None":
+    """The process's state letter as /proc tells it (Z: a zombie), None if it cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+            return f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True
+        return None
+
+
+def _ended(pid: int) -> bool:
+    """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote."""
+    return _state(pid) in (None, b"Z", b"X")
 
 
 class Zygote:
@@ -92,6 +136,7 @@ class Zygote:
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
         self.closed = False
+        _sweep(tempfile.gettempdir())
         self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      preexec_fn=_dies_with_its_parent())
@@ -109,9 +154,10 @@ class Zygote:
                 raise ZygoteError(f"the zygote still waits for its spare {self.current}")
             fds, made = [], []
             # FIFOs of a random name in the temp dir (mkfifo fails on any name that exists, a link
-            # too; the dir is sticky), gone once the spare holds them: an agent killed without its
-            # shutdown leaves nothing there. 0600: no other user may open them.
-            base = os.path.join(tempfile.gettempdir(), "runner-agent-" + os.urandom(8).hex())
+            # too; the dir is sticky), gone once the spare holds them. 0600: no other user may open
+            # them. The name holds the agent's pid: an agent killed while a spare was forked (say,
+            # from a stopped zygote) leaves its two, and the next zygote's _sweep removes them.
+            base = os.path.join(tempfile.gettempdir(), f"{FIFO_PREFIX}{os.getpid()}-{os.urandom(8).hex()}")
             try:
                 for suffix in (".in", ".out"):
                     os.mkfifo(base + suffix, 0o600)

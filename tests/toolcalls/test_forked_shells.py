@@ -176,8 +176,11 @@ def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
 
 def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
     """The zygote has a session of its own; killed with the agent (PR_SET_PDEATHSIG), it does not
-    outlive an agent that had no time for its shutdown (a stopped one stayed for good), and the
-    FIFOs exist only while a spare is forked (a directory per zygote was left in /tmp)."""
+    outlive an agent that had no time for its shutdown (a stopped one stayed for good). The FIFOs
+    exist only while a spare is forked: the agent killed then (here, while it forks from the
+    stopped zygote, if it had not forked before the stop) leaves its two, and the next agent's
+    zygote removes them (a directory per zygote was left in /tmp before; then, in one CI run, two
+    FIFOs)."""
     from runner import Runner
 
     zygote = None
@@ -197,7 +200,15 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
             while time.monotonic() < deadline and os.path.exists(f"/proc/{zygote}") and _state(zygote) != "Z":
                 time.sleep(0.05)
             assert not os.path.exists(f"/proc/{zygote}") or _state(zygote) == "Z", "the zygote outlived its agent"
-            assert set(glob.glob(leftovers)) <= before, "the agent left its FIFOs (or their directory) behind"
+            assert all(p.startswith(f"{tempfile.gettempdir()}/runner-agent-{agent}-")
+                       for p in set(glob.glob(leftovers)) - before), "left behind, and not the agent's FIFOs"
+            next_sb = r.session.make_sandbox().start()
+            try:
+                res = next_sb.call("c2", "bash", {"command": "true"}, timeout=30)
+                assert not res["is_error"], res
+            finally:
+                next_sb.close()
+            assert set(glob.glob(leftovers)) <= before, "the agent's FIFOs (or their directory) stayed behind"
         finally:
             sb.close()
             if zygote is not None and _state(zygote) not in ("gone", "Z"):
@@ -209,3 +220,38 @@ def _state(pid: int) -> str:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
+    """What an agent killed while forking left (its two FIFOs, named with its pid) the next zygote
+    removes, even while the agent is a zombie (that failed first); the FIFOs of a live pid, a file
+    of that name, and a link to a FIFO stay."""
+    from runner.toolbox import zygote
+
+    import subprocess
+
+    dead = int(open("/proc/sys/kernel/pid_max").read()) + 1  # a pid no process can have
+    zombie = subprocess.Popen(["true"])  # killed, and not yet reaped by its parent
+    while _state(zombie.pid) != "Z":
+        time.sleep(0.01)
+    me = os.getpid()
+    names = {"dead": f"runner-agent-{dead}-ab.in", "dead2": f"runner-agent-{dead}-ab.out",
+             "zombie": f"runner-agent-{zombie.pid}-ab.in",
+             "live": f"runner-agent-{me}-ab.in", "file": f"runner-agent-{dead}-cd.in",
+             "link": f"runner-agent-{dead}-ef.out", "other": "runner-agentx-1-ab.in"}
+    for key, name in names.items():
+        path = tmp_path / name
+        if key == "file":
+            path.write_text("")
+        elif key == "link":
+            os.mkfifo(tmp_path / "target")
+            path.symlink_to(tmp_path / "target")
+        else:
+            os.mkfifo(path)
+    try:
+        zygote._sweep(str(tmp_path))
+    finally:
+        zombie.wait()
+    left = {p.name for p in tmp_path.iterdir()}
+    assert not {names["dead"], names["dead2"], names["zombie"]} & left
+    assert {names["live"], names["file"], names["link"], names["other"], "target"} <= left
