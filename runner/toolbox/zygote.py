@@ -13,12 +13,13 @@ subshell cannot change: `$$` names the zygote, not the call's shell (`$BASHPID` 
 `$BASH_SUBSHELL` is 1. A command that names `$$` therefore gets its own `bash -c`
 (procs.needs_own_shell), so `$$` is that call's pid wherever the command itself uses it.
 
-The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writes a path prefix
-P per spare; the spare opens P.in (its command) and P.out (its stdout and stderr), both FIFOs the
-agent made and opened first, then writes `r PID P`; the zygote waits for it as a foreground job and
-writes `x STATUS` when it has ended. One spare at a time, so a status is that spare's.
-The FIFOs (random names in the temp dir, 0600) are removed once the spare holds them (or, if
-the agent was killed first, by the next zygote's sweep). Everything in the sandbox is one user, so a
+The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writes a random token
+T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
+both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX and the agent's
+pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS`
+when it has ended. One spare at a time, so a status is that spare's.
+The FIFOs (0600) are removed once the spare holds them (or, if the agent was killed first, by
+the next zygote's sweep). Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
 only from a child of the zygote and `x` only once the spare has ended, and at worst a sandbox
 confuses its own exit codes, which the controller never trusted. Such a process can also ptrace
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import signal
 import stat
 import subprocess
@@ -43,13 +45,16 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
-# A line that is not a path of the agent's fails its redirections and ends (bash goes on after a
-# failed `exec` redirection unless told), and a spare's `r` names the path it was given.
-SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r __runner_d; do "
-          "( trap - " + TRAPPED + "; set +m; exec 3<\"$__runner_d.in\" 4>\"$__runner_d.out\" || exit 126; "
+# A token that names no FIFO of the agent's fails its redirections and ends (bash goes on after a
+# failed `exec` redirection unless told), and a spare's `r` names the token it was given.
+SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
+          "( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
           'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s\\n" "$?"; done')
+# The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
+# read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
+TOKEN = 16
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
 FIFO_PREFIX = "runner-agent-"  # then the agent's pid, a dash and a random part; .in and .out
@@ -132,12 +137,18 @@ class Zygote:
         self.lock = threading.Lock()
         self.buf = b""
         self.current: "int | None" = None  # the spare forked and not ended
-        self.forking: "bytes | None" = None  # the path prefix of the spare being forked
+        self.forking: "bytes | None" = None  # the token of the spare being forked
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
         self.closed = False
-        _sweep(tempfile.gettempdir())
-        self.proc = subprocess.Popen([bash, "-c", SCRIPT], cwd=cwd, env=env, start_new_session=True,
+        tmp = tempfile.gettempdir()
+        _sweep(tmp)
+        # the FIFOs' names: this prefix, then a spare's token. The name holds the agent's pid: an
+        # agent killed while a spare was forked (say, from a stopped zygote) leaves its two, and
+        # the next zygote's _sweep removes them.
+        self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{os.getpid()}-")
+        script = SCRIPT.format(n=TOKEN, prefix=shlex.quote(self.prefix))
+        self.proc = subprocess.Popen([bash, "-c", script], cwd=cwd, env=env, start_new_session=True,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      preexec_fn=_dies_with_its_parent())
         self.inp = self.proc.stdin.fileno()
@@ -154,10 +165,9 @@ class Zygote:
                 raise ZygoteError(f"the zygote still waits for its spare {self.current}")
             fds, made = [], []
             # FIFOs of a random name in the temp dir (mkfifo fails on any name that exists, a link
-            # too; the dir is sticky), gone once the spare holds them. 0600: no other user may open
-            # them. The name holds the agent's pid: an agent killed while a spare was forked (say,
-            # from a stopped zygote) leaves its two, and the next zygote's _sweep removes them.
-            base = os.path.join(tempfile.gettempdir(), f"{FIFO_PREFIX}{os.getpid()}-{os.urandom(8).hex()}")
+            # too; the dir is sticky), gone once the spare holds them. 0600: no other user may open them.
+            token = os.urandom(TOKEN // 2).hex().encode()
+            base = self.prefix + token.decode()
             try:
                 for suffix in (".in", ".out"):
                     os.mkfifo(base + suffix, 0o600)
@@ -166,9 +176,8 @@ class Zygote:
                 # read of ours waits for a spare that stopped (or a process that filled the FIFO)
                 fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
                 fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
-                self.forking = os.fsencode(base)
-                line = self.forking + b"\n"
-                if os.write(self.inp, line) != len(line):
+                self.forking = token
+                if os.write(self.inp, token) != len(token):
                     raise ZygoteError("the zygote's input is full")
                 pid = self._await(lambda: self.current, READY_WITHIN, late="the spare did not report ready")
             except (OSError, ValueError, ZygoteError) as e:
@@ -230,13 +239,13 @@ class Zygote:
                 self.buf = b""
 
     def _file(self, line: bytes) -> None:
-        """`r PID P` from the spare being forked: believed if P is the path it was given and PID
+        """`r PID T` from the spare being forked: believed if T is the token it was given and PID
         is the zygote's child. `x STATUS` from the zygote: a status once the spare has ended."""
         kind, _, rest = line.partition(b" ")
         try:
             if kind == b"r" and self.current is None and self.forking is not None:
-                pid, _, path = rest.partition(b" ")
-                if path == self.forking:
+                pid, _, token = rest.partition(b" ")
+                if token == self.forking:
                     with open(f"/proc/{int(pid)}/stat", "rb") as f:
                         if int(f.read().rsplit(b")", 1)[1].split()[1]) == self.proc.pid:
                             self.current = int(pid)
