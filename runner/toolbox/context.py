@@ -8,9 +8,19 @@ class ToolError(Exception):
     """A tool failure with a message the agent can act on (becomes is_error: true)."""
 
 
+def dir_id(path: str) -> "tuple[int, int] | None":
+    """(device, inode) of the directory a path leads to now, links followed; None if none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 class Ctx:
     def __init__(self, hello: dict) -> None:
         self.workspace = os.path.realpath(hello.get("workspace") or os.getcwd())
+        self.workspace_id = dir_id(self.workspace)  # the directory it named then (procs._cwd)
         self.protected = [os.path.realpath(p) for p in hello.get("protected") or []]
         self.protected_lexical = [os.path.normpath(p) for p in hello.get("protected") or []]
         self.roots = [(os.path.realpath(r["path"]), bool(r.get("read_only"))) for r in hello.get("roots") or []]
