@@ -103,3 +103,22 @@ def test_output_streams_while_the_command_runs_and_the_last_piece_comes_with_the
                        on_output=lambda text: events.append(("output", text)))
     assert events == [("output", "first\n"), ("output", "second\n")]
     assert msg["op"] == "result" and msg["meta"]["exit_code"] == 0
+
+
+def test_a_workspace_replaced_by_a_link_is_not_the_next_calls_directory(tmp_path):
+    """A call with no cwd starts in the workspace the hello resolved, checked by one stat of its
+    identity (procs._cwd): a workspace a call moved away and replaced by a link to another
+    directory is refused as outside, as the full resolve refuses it, never run in. The local
+    executor (a docker workspace is a mount, which cannot be moved)."""
+    from runner import Runner
+
+    ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    ws.mkdir()
+    elsewhere.mkdir()
+    with Runner(executor="local", workspace=ws, pool_size=0) as r:
+        assert r.call("bash", {"command": "pwd"}).text.strip() == str(ws)
+        moved = r.call("bash", {"command": f"mv {ws} {tmp_path}/ws.old && ln -s {elsewhere} {ws} && echo moved"})
+        assert moved.text.strip() == "moved", moved.text
+        res = r.call("bash", {"command": "pwd; touch here"})
+        assert res.is_error and "outside the workspace" in res.text, res.text
+        assert not (elsewhere / "here").exists()
