@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 MIN_SECRET_LEN = 4  # shorter configured values would shred ordinary text; they are ignored
 MIN_ENCODED_LEN = 8  # shortest base64 fragment of a secret that is worth matching
+KEYS_KEPT = 512  # dict keys whose redaction a Redactor remembers
 PREFILTER_MAX = 4096  # characters up to which all rules' guards and leads are searched for at once first
 
 
@@ -152,6 +153,7 @@ class Redactor:
         self.secret_kind = secret_kind
         self._values: set[str] = set()
         self._secret_re: re.Pattern | None = None
+        self._keys: dict[str, str] = {}  # dict keys seen, redacted: a call's meta has the same ~10 each time
         # Short text (most of a call's strings: its meta, a status line) is first searched once
         # for every rule's guards and leads at once, folded: one C-speed search instead of a
         # Python-level pass per rule. Long text skips it (an alternation scans a megabyte slower
@@ -169,6 +171,7 @@ class Redactor:
         self._compile()
 
     def _compile(self) -> None:
+        self._keys = {}  # a new secret may be in a key already seen
         if not self._values:
             self._secret_re = None
             return
@@ -214,10 +217,12 @@ class Redactor:
         type "image" and base64 data) that holds a secret becomes a text block saying so."""
         if isinstance(obj, str):
             return self.redact(obj)
+        if obj is None or isinstance(obj, (int, float)):  # most of a meta's values
+            return obj
         if isinstance(obj, dict):
             if obj.get("type") == "image" and "data" in obj:
                 return self.redact_image(obj)
-            return {(self.redact(k) if isinstance(k, str) else k): self.redact_obj(v) for k, v in obj.items()}
+            return {(self._key(k) if isinstance(k, str) else k): self.redact_obj(v) for k, v in obj.items()}
         if isinstance(obj, list):
             return [self.redact_obj(v) for v in obj]
         if isinstance(obj, tuple):
@@ -230,6 +235,15 @@ class Redactor:
                 return dump
             return type(obj).model_validate(dump)
         return obj
+
+    def _key(self, key: str) -> str:
+        """A dict key, redacted: short ones are remembered (up to KEYS_KEPT of them)."""
+        done = self._keys.get(key)
+        if done is None:
+            done = self.redact(key)
+            if len(key) <= 64 and len(self._keys) < KEYS_KEPT:
+                self._keys[key] = done
+        return done
 
     def redact_image(self, block: dict) -> dict:
         """The image block itself when neither its bytes nor its base64 hold a secret; else a

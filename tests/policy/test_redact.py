@@ -238,3 +238,13 @@ def test_megabyte_is_redacted_whole():
     r = Redactor({"A": SECRET, "B": "another-secret-value"})
     out = r.redact(text + GHP)
     assert out == text + "[REDACTED:github-token]"
+
+
+def test_dict_keys_are_redacted_again_once_a_secret_is_added():
+    """Keys are remembered once redacted (a call's meta has the same ones each time); a secret
+    added later is still found in a key seen before, and numbers and None pass as they are."""
+    r = Redactor({})
+    obj = {"s3cr3t-value-123": 1, "n": None, "f": 1.5, "b": True}
+    assert r.redact_obj(obj) == obj
+    r.add_secret("s3cr3t-value-123")
+    assert r.redact_obj(obj) == {"[REDACTED:secret]": 1, "n": None, "f": 1.5, "b": True}
