@@ -5,7 +5,6 @@ import codecs
 import collections
 import os
 import select
-import selectors
 import shutil
 import signal
 import subprocess
@@ -250,8 +249,8 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     proc = _start(ctx, command, cwd, stdin_text)
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
+    sel = select.poll()  # no descriptor of its own to make and close per call, as an epoll selector has
+    sel.register(fd, select.POLLIN)
     deadline = time.monotonic() + timeout
     timed_out = False
     exited_at = None
@@ -269,7 +268,7 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
                 _kill_group(proc.pid, signal.SIGKILL)
                 break
             wait = min(0.1, max(0.0, deadline - now))
-            ready = sel.select(timeout=min(wait, HOLD) if pending else wait)
+            ready = sel.poll((min(wait, HOLD) if pending else wait) * 1000)
             if not ready:
                 if pending:  # nothing more came at once: stream what we have
                     ctx.send({"op": "output", "id": call_id, "data": pending})
@@ -294,7 +293,6 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
         if pending:  # one write with the result: one trip through the engine, not two
             hold({"op": "output", "id": call_id, "data": pending})
     finally:
-        sel.close()
         if timed_out:
             _kill_group(proc.pid, signal.SIGKILL)
         rc = _wait(proc, KILL_GRACE)
