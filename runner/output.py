@@ -28,7 +28,7 @@ class ResultStore:
 
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="runner-results-"))
-        self._indexes: dict[Path, LineIndex] = {}  # one per spill, complete once its call finished
+        self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
         # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
         # progress. It runs on the thread that reads the tool's output and must not raise.
         self.on_output: Callable[[str, str], None] | None = None
@@ -39,8 +39,12 @@ class ResultStore:
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
         path = self.path(call_id)
-        index = self._indexes[path] = LineIndex()
-        return OutputSink(path, call_id, caps, on_output=self.on_output, index=index)
+        self._indexes.pop(path, None)  # an earlier output of this id: its index goes with it
+
+        def kept(index: LineIndex) -> None:  # only an output that spills is kept, with its index
+            self._indexes[path] = index
+
+        return OutputSink(path, call_id, caps, on_output=self.on_output, on_spill=kept)
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
@@ -115,10 +119,12 @@ class OutputSink:
     to a spill file on disk, so memory stays flat however much arrives."""
 
     def __init__(self, path: Path, call_id: str, caps: Caps,
-                 on_output: Callable[[str, str], None] | None = None, index: "LineIndex | None" = None) -> None:
+                 on_output: Callable[[str, str], None] | None = None,
+                 on_spill: "Callable[[LineIndex], None] | None" = None) -> None:
         self.path, self.call_id, self.caps = path, call_id, caps
         self.on_output = on_output
-        self.index = index if index is not None else LineIndex()
+        self.on_spill = on_spill
+        self.index = LineIndex()
         self.f = None
         self.buf: list[str] = []
         self.chars = 0
@@ -138,6 +144,8 @@ class OutputSink:
             if self.chars <= self.caps.chars and (self.caps.lines is None or self.newlines <= self.caps.lines):
                 return
             self.f = open(self.path, "wb")
+            if self.on_spill is not None:
+                self.on_spill(self.index)
             data = "".join(self.buf).encode("utf-8", "replace")
             self.buf = []
             self.index.feed(data)

@@ -142,3 +142,19 @@ def test_a_page_far_into_a_spill_does_not_read_it_from_the_top():
         assert store.page("c3", 300_000, 2) == want
     finally:
         store.close()
+
+
+def test_the_store_keeps_an_index_for_spilled_outputs_only():
+    """A session's store noted a line index for every call, kept until the session closed: a
+    server's long session grew by one for each of its calls (failed before: 1000 indexes)."""
+    store = ResultStore()
+    try:
+        for i in range(1000):
+            sink = store.sink(f"c{i}", Caps(100, 10))
+            sink.write("small\n")
+            sink.finish()
+        assert store._indexes == {}
+        _spill(store, "big", ["x" * 50 + "\n"] * 5)
+        assert list(store._indexes) == [store.path("big")]
+    finally:
+        store.close()
