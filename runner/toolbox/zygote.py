@@ -16,7 +16,7 @@ subshell cannot change: `$$` names the zygote, not the call's shell (`$BASHPID` 
 The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writes a random token
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX and the agent's
-pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS`
+pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS T`
 when it has ended. One spare at a time, so a status is that spare's.
 The FIFOs (0600) are removed once the spare holds them (or, if the agent was killed first, by
 the next zygote's sweep). Everything in the sandbox is one user, so a
@@ -45,16 +45,20 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
-# A token that names no FIFO of the agent's fails its redirections and ends (bash goes on after a
-# failed `exec` redirection unless told), and a spare's `r` names the token it was given.
+# A token that names no FIFO makes no spare, and a spare whose FIFO is gone by then fails its
+# redirections and ends (bash goes on after a failed `exec` redirection unless told). A spare's
+# `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by a
+# process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
+# for its spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; ( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
-          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s\\n" "$?"; done')
+          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
+LINE_MAX = 64  # bytes of the zygote's longest line (`r PID TOKEN`, `x STATUS TOKEN`) and then some
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
 FIFO_PREFIX = "runner-agent-"  # then the agent's pid, a dash and a random part; .in and .out
@@ -137,6 +141,7 @@ class Zygote:
         self.lock = threading.Lock()
         self.buf = b""
         self.current: "int | None" = None  # the spare forked and not ended
+        self.current_token = b""  # its token, which its status line names
         self.forking: "bytes | None" = None  # the token of the spare being forked
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}
@@ -235,12 +240,16 @@ class Zygote:
             *lines, self.buf = self.buf.split(b"\n")
             for line in lines:
                 self._file(line)
-            if len(self.buf) > 4096:  # not a line of ours
-                self.buf = b""
+            if len(self.buf) > 4096:  # not a line of ours; one of ours may be after it: its tail is kept
+                self.buf = self.buf[-LINE_MAX:]
 
     def _file(self, line: bytes) -> None:
         """`r PID T` from the spare being forked: believed if T is the token it was given and PID
-        is the zygote's child. `x STATUS` from the zygote: a status once the spare has ended."""
+        is the zygote's child. `x STATUS T` from the zygote: the status of the spare of token T,
+        taken once that spare has ended."""
+        # Bytes a process of the sandbox wrote into the pipe with no newline end up before one of
+        # our lines (each written whole, newline and all): the line is read from its last kind.
+        line = line[max(0, line.rfind(b"r "), line.rfind(b"x ")):]
         kind, _, rest = line.partition(b" ")
         try:
             if kind == b"r" and self.current is None and self.forking is not None:
@@ -248,9 +257,12 @@ class Zygote:
                 if token == self.forking:
                     with open(f"/proc/{int(pid)}/stat", "rb") as f:
                         if int(f.read().rsplit(b")", 1)[1].split()[1]) == self.proc.pid:
-                            self.current = int(pid)
+                            self.current, self.current_token = int(pid), token
             elif kind == b"x" and self.current is not None:
-                code = int(rest)  # bash's 128+N for a signal N, as Popen gives it: -N
+                status, _, token = rest.partition(b" ")
+                if token != self.current_token:
+                    return  # another spare's (one a forged token made), or not the zygote's line
+                code = int(status)  # bash's 128+N for a signal N, as Popen gives it: -N
                 if _ended(self.current):
                     self.ended[self.current] = -(code - 128) if code > 128 else code
                 elif code > 128:  # it stopped: the zygote waits for it no more, and will not tell its end

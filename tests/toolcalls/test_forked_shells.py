@@ -163,6 +163,22 @@ def test_a_status_line_written_by_another_process_does_not_end_a_call(call):
     assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
 
 
+def test_bytes_flooded_into_the_zygotes_pipes_cost_a_call_not_its_exit_code(call):
+    """A call's shell writes bytes with no newline into the zygote's input and its status pipe
+    (as a flooder of every pipe does), then exits 3: the zygote's status line comes after the
+    flood's bytes, and the bytes read as tokens make no spare. Failed twice before: that status
+    was lost, and once the zygote read tokens (16 bytes at a time) a failed spare's `x 126` was
+    taken for the call's (the flood test of tests/security/test_channel.py under load); with
+    lines, the zygote waited for a newline and the status never came (137)."""
+    flood = ("printf 'A%.0s' {1..5000} >/proc/$zygote/fd/1 && printf 'B%.0s' {1..100} >/proc/$zygote/fd/0 "
+             "&& echo flooded; exit 3")
+    res = forked(call, f"{ZYGOTE}; {flood}")
+    assert res.meta["exit_code"] == 3 and res.text.startswith("flooded\n"), res.text
+    for code in (0, 4):
+        res = run(call, f"echo {code}; exit {code}", timeout=20)
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
+
+
 def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
     job = text(call, "sleep 600 >/dev/null 2>&1 & echo $!").strip()
     try:
