@@ -45,7 +45,10 @@ def _kill_group(pid: int, sig: int) -> None:
 
 def _wait(proc: subprocess.Popen, timeout: float):
     """Exit status within timeout, else None. A pidfd wakes us the moment the process ends;
-    Popen.wait(timeout) would poll with growing sleeps (about a millisecond lost per call)."""
+    Popen.wait(timeout) would poll with growing sleeps (about a millisecond lost per call). A
+    forked shell's status is its zygote's line, waited for as such."""
+    if isinstance(proc, zygote.Forked):
+        return proc.wait(timeout)
     rc = proc.poll()
     if rc is not None:  # already ended (the usual case once its output has ended)
         return rc
@@ -103,7 +106,7 @@ class _Spare:
         it since), still there, its zygote too, and the command fits the FIFO."""
         if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX:
             return False
-        if not self.forked.zygote.alive() or self.forked.poll() is not None:
+        if not self.forked.zygote.alive() or self.forked.gone():
             return False
         return self.forked.zygote.cwd_id == dir_id(cwd)
 

@@ -127,7 +127,15 @@ def _state(pid: int) -> "bytes | None":
 
 
 def _ended(pid: int) -> bool:
-    """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote."""
+    """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote.
+    Gone is the usual case (the zygote tells a status once it has reaped the spare): one kill(2)
+    tells it, where reading /proc took an open, a read and a close."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
     return _state(pid) in (None, b"Z", b"X")
 
 
@@ -331,6 +339,16 @@ class Forked:
 
     def poll(self):
         return self.wait(0)
+
+    def gone(self) -> bool:
+        """It has ended and the zygote has reaped it (one kill(2); a zombie still counts as there)."""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
 
     def wait(self, timeout: float | None = None):
         """Popen.wait; with no timeout, never longer than twice STATUS_WITHIN once asked: a zygote
