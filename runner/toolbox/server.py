@@ -28,8 +28,14 @@ TOOLS = {
 MODULES = ("procs", "small", "files", "listing", "patch", "gitops", "plugins", "custom", "net")
 
 
+_loaded: dict = {}  # name -> module, once its import has finished (import_module cost ~10 us a call)
+
+
 def tool_module(name: str):
-    return importlib.import_module(f"{__package__}.{name}")
+    mod = _loaded.get(name)
+    if mod is None:  # import_module waits for an import that warm_up() has under way
+        mod = _loaded[name] = importlib.import_module(f"{__package__}.{name}")
+    return mod
 
 
 def tool_function(tool: str):
