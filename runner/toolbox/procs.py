@@ -119,81 +119,155 @@ class _Spare:
 
 
 BASH = shutil.which("bash")
-SPARE_DELAY = 0.0  # seconds after a call's result before the next call's shell is started. 10 ms kept calls
-# back to back from a shell already under way; at 0 one that comes while it starts waits for it, and
-# bash's ~1 ms start-up overlaps the controller's part: 2.28 -> 1.97 ms per call back to back (docker,
-# same runs alternated), no change with 50 ms between calls (2.45 vs 2.48 ms, noise)
+AHEAD_WITHIN = 0.01  # seconds from a result to the next call's end within which calls count as back to back
 ZYGOTE_TRIES = 3  # zygotes that failed in a row (say, no writable temp dir) before calls start their own shells
 _spare: "_Spare | None" = None
 
 
 class _Keeper:
-    """Forks the spare shell on a thread of its own, SPARE_DELAY after a call's result (off the
-    call's path: the result is written first). A call that comes before that forks it itself
-    from a running zygote (else starts its own shell); one that comes while it is being forked
-    waits for it (never longer than starting its own)."""
+    """Has the next call's shell forked once a call's result is written. With a zygote running,
+    the agent's own thread asks it (a few system calls) and goes on to read its next request;
+    the spare's ready line is taken there when it comes (pending(), server.Wire.receive), or
+    by the call that takes the spare if that comes first. Handing this to a thread cost ~50 us
+    of CPU a call more (its wake-up and the lock's hand-over), on the sandbox's one CPU.
+    Starting a zygote (a `bash -c`, ~1.5 ms) is left to a thread of its own, so the hello's
+    answer and a call of another tool never wait for it; a call that comes before that thread
+    has run asks the zygote itself if one runs (else it starts its own `bash -c`)."""
 
     def __init__(self) -> None:
         self.cv = threading.Condition()
         self.ctx: "Ctx | None" = None
-        self.due: "float | None" = None
+        self.due = False  # a spare wanted from a zygote yet to be started (the thread's work)
+        self.early = False  # calls will follow: a spare may be asked for before the last call's result
+        self.wanted_at = 0.0  # when the last call's result was written
         self.thread: "threading.Thread | None" = None
         self.zygote: "zygote.Zygote | None" = None
         self.failures = 0
 
-    def want(self, ctx: Ctx) -> None:
+    def want(self, ctx: Ctx, early: bool) -> None:
         with self.cv:
-            self.ctx, self.due = ctx, time.monotonic() + SPARE_DELAY
+            self.ctx, self.early, self.wanted_at = ctx, early, time.monotonic()
+            if self._running():
+                self._order()
+                self._settle()  # its ready line may have come with the last status already
+                if _spare is not None:
+                    return  # else the zygote failed (and was dropped): the thread starts another
+            self.due = True
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="runner-agent-spare", daemon=True)
                 self.thread.start()
             self.cv.notify()
 
-    def take(self) -> "_Spare | None":
-        """The spare if there is one (waiting while one is being forked); one wanted and not yet
-        forked (the keeper thread had not run yet: 27 of 50 calls back to back in one process)
-        is forked now if the zygote runs, a fork being cheaper than the `bash -c` the call would
-        start instead (and that is what it starts when there is no zygote yet)."""
+    def taken(self) -> None:
+        """A call's spare has ended its output. When calls come back to back (this one within
+        AHEAD_WITHIN of the last result), the next is asked for now, and the zygote forks it as
+        soon as it has reaped this one and told its status (the token waits in its input), while
+        the agent ends the call and the controller reads the result: asked for after the result,
+        it was forked on the next call's path whenever the controller was quicker than the fork
+        (most calls back to back). After a pause it is asked for after the result: the ask
+        (mkfifo, open) would be on this call's path, and the spare has time enough then."""
         global _spare
         with self.cv:
-            if self.due is not None:
-                self.due = None
+            if not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN:
+                return
+            if not self._running():
+                return
+            try:  # never replaces the zygote here: it is yet to tell this call's status
+                _spare = _Spare(self.zygote.order(), self.ctx.workspace, self.ctx.env)
+            except (OSError, zygote.ZygoteError):
+                pass  # asked for again after the result, where a zygote that failed is replaced
+
+    def _running(self) -> bool:
+        z = self.zygote
+        return z is not None and z.cwd == self.ctx.workspace and z.env is self.ctx.env and z.alive()
+
+    def pending(self):
+        """(the zygote's pipe, what to do when it can be read) while the spare asked for has not
+        said it runs; else None."""
+        spare = _spare
+        if spare is None or spare.forked.pid is not None or spare.forked.zygote.closed:
+            return None
+        return spare.forked.zygote.out, self.settle
+
+    def settle(self) -> None:
+        """Take the spare's ready line if it has come (never waits for it)."""
+        with self.cv:
+            self._settle()
+
+    def _settle(self) -> None:
+        if _spare is not None:
+            try:
+                _spare.forked.ready(0)
+            except (OSError, ValueError, zygote.ZygoteError):
+                self._failed(_spare.forked.zygote)
+
+    def take(self) -> "_Spare | None":
+        """The spare if there is one, once it runs (waiting while the zygote forks it or the
+        thread starts the zygote); None if there is none or it failed."""
+        global _spare
+        with self.cv:
+            if self.due:
+                self.due = False
                 if self.zygote is not None and self.zygote.alive():
-                    self._fork_spare()
+                    self._order()
             spare, _spare = _spare, None
+            if spare is None:
+                return None
+            if not spare.forked.zygote.alive():  # closed meanwhile (say, stopped and replaced)
+                spare.forked.close()
+                return None
+            try:
+                spare.forked.ready()
+            except zygote.ZygoteError:  # say, at the pids limit: the call starts its own shell
+                self._failed(spare.forked.zygote)
+                return None
+            self.failures = 0
             return spare
 
     def retire(self) -> None:
         """No more spares: the zygote ends (a per-call sandbox's one call has its shell)."""
+        global _spare
         with self.cv:
-            self.due = None
+            self.due = False
+            if _spare is not None:
+                _spare.forked.close()
+                _spare = None
             self._drop_zygote()
 
     def _run(self) -> None:
-        global _spare
         with self.cv:
             while True:
-                if self.due is None:
+                if not self.due:
                     self.cv.wait()
                     continue
-                left = self.due - time.monotonic()
-                if left > 0:
-                    self.cv.wait(left)
-                    continue
-                self.due = None
-                self._fork_spare()
+                self.due = False
+                self._order()
+                if _spare is not None:  # its ready line is taken here: the agent's loop may be
+                    try:                # reading its input already, and its FIFOs be left in place
+                        _spare.forked.ready()
+                        self.failures = 0
+                    except zygote.ZygoteError:
+                        self._failed(_spare.forked.zygote)
 
-    def _fork_spare(self) -> None:
-        """Under self.cv (take() waits for a fork under way)."""
+    def _order(self) -> None:
+        """Under self.cv: ask the zygote for a spare (starting the zygote if there is none)."""
         global _spare
         if _spare is None and self.failures < ZYGOTE_TRIES:
             try:
-                _spare = _Spare(self._zygote_for(self.ctx).fork(), self.ctx.workspace, self.ctx.env)
-                self.failures = 0
+                _spare = _Spare(self._zygote_for(self.ctx).order(), self.ctx.workspace, self.ctx.env)
             except (OSError, subprocess.SubprocessError, zygote.ZygoteError):
-                _spare = None  # no spare (say, at the pids limit): the call starts its own shell
-                self.failures += 1
-                self._drop_zygote()
+                self._failed(self.zygote)
+
+    def _failed(self, z: "zygote.Zygote | None") -> None:
+        """Under self.cv: the spare (if any) and the zygote z are given up (not another that
+        replaced it); after ZYGOTE_TRIES in a row calls start their own shells."""
+        global _spare
+        if _spare is not None:
+            _spare.forked.close()
+            _spare = None
+        self.failures += 1
+        if z is not None and z is self.zygote:
+            self._drop_zygote()
 
     def _zygote_for(self, ctx: Ctx) -> zygote.Zygote:
         z = self.zygote
@@ -214,10 +288,17 @@ class _Keeper:
 _keeper = _Keeper()
 
 
-def prepare(ctx: Ctx) -> None:
-    """Have a spare shell ready for the next call (between calls, off their critical path)."""
+def prepare(ctx: Ctx, early: bool = True) -> None:
+    """Have a spare shell ready for the next call (between calls, off their critical path);
+    early: calls will follow, so each call that takes a spare asks for the next one at once."""
     if BASH is not None and ctx is not None:
-        _keeper.want(ctx)
+        _keeper.want(ctx, early)
+
+
+def pending():
+    """(fd, handler) while the spare asked for has not said it runs: the agent's loop waits on
+    the fd beside its input and calls the handler when it can be read."""
+    return _keeper.pending()
 
 
 def retire() -> None:
@@ -298,6 +379,8 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     finally:
         if timed_out:
             _kill_group(proc.pid, signal.SIGKILL)
+        if isinstance(proc, zygote.Forked):
+            _keeper.taken()  # while the zygote reaps this shell: the next is forked as it is done
         rc = _wait(proc, KILL_GRACE)
         if rc is None:
             _kill_group(proc.pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import select
 import sys
 import threading
 
@@ -56,6 +57,13 @@ def warm_up(modules=MODULES) -> None:
 
 
 STREAMING = {"bash", "exec"}
+READ_CHUNK = 64 * 1024
+
+
+def _spare_ready():
+    """What the agent's loop watches between requests (procs.pending), once procs is loaded."""
+    procs = _loaded.get("procs")
+    return None if procs is None else procs.pending()
 
 
 class Wire:
@@ -63,7 +71,13 @@ class Wire:
     by wire.Signer/Verifier once the hello gave the key."""
 
     def __init__(self, inp, out_fd: int) -> None:
-        self.inp = inp
+        self.inp = inp  # held open; read through its descriptor (a stream without one: read1)
+        try:
+            fd = inp.fileno()
+        except (AttributeError, OSError, ValueError):
+            self._reading(None, inp.read1)
+        else:
+            self._reading(fd, lambda n: os.read(fd, n))
         self.write = os.fdopen(out_fd, "wb", buffering=0).write
         self.lock = threading.Lock()
         self.held = b""
@@ -86,8 +100,14 @@ class Wire:
         except OSError:
             sock.close()
             raise
-        self.inp = sock.makefile("rb")
+        self.inp = sock
+        self._reading(sock.fileno(), sock.recv)
         self.write = sock.sendall
+
+    def _reading(self, fd: "int | None", read) -> None:
+        self.fd, self.read = fd, read
+        self.buf = bytearray()  # what was read and is not a line yet
+        self.scanned = 0  # how much of buf holds no newline
 
     def send(self, msg: dict) -> None:
         body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
@@ -107,10 +127,51 @@ class Wire:
         with self.lock:
             self.held += self.signer.frame_body(body)
 
-    def receive(self) -> dict | None:
-        """The next request; None at the end of input. wire.WireError if it cannot be trusted."""
+    def _line(self, watch) -> bytes:
+        """The next line, its newline kept. Without one: the first MAX_LINE + 1 bytes of a line
+        over the bound, or what the input's end left (b"" if nothing)."""
         while True:
-            line = self.inp.readline(wire.MAX_LINE + 1)
+            i = self.buf.find(b"\n", self.scanned)
+            if 0 <= i <= wire.MAX_LINE:
+                line = bytes(self.buf[:i + 1])
+                del self.buf[:i + 1]
+                self.scanned = 0
+                return line
+            if i > wire.MAX_LINE or len(self.buf) > wire.MAX_LINE:
+                return bytes(self.buf[:wire.MAX_LINE + 1])
+            self.scanned = len(self.buf)
+            if watch is not None and self.fd is not None:
+                self._idle(watch)
+            data = self.read(READ_CHUNK)
+            if not data:
+                line = bytes(self.buf)
+                self.buf.clear()
+                self.scanned = 0
+                return line
+            self.buf += data
+
+    def _idle(self, watch) -> None:
+        """Until the input can be read, hand what else watch() names to its handler: the spare
+        shell's ready line (procs.pending), taken while the controller writes the next call."""
+        while True:
+            got = watch()
+            if got is None:
+                return
+            fd, handle = got
+            p = select.poll()
+            p.register(self.fd, select.POLLIN)
+            p.register(fd, select.POLLIN)
+            ready = {f for f, _ in p.poll()}
+            if fd in ready:
+                handle()
+            if self.fd in ready:
+                return
+
+    def receive(self, watch=None) -> dict | None:
+        """The next request; None at the end of input. wire.WireError if it cannot be trusted.
+        watch: () -> (fd, handler) or None, served while no request has come."""
+        while True:
+            line = self._line(watch)
             if not line:
                 return None
             if not line.endswith(b"\n"):
@@ -178,7 +239,7 @@ def main(inp=None, out_fd: int | None = None) -> None:
     try:
         while True:
             try:
-                msg = channel.receive()
+                msg = channel.receive(_spare_ready)
             except wire.WireError as e:
                 print(f"runner agent: stopping, its input cannot be trusted: {e}", file=sys.stderr, flush=True)
                 return
@@ -208,10 +269,10 @@ def main(inp=None, out_fd: int | None = None) -> None:
                     except OSError as e:  # the controller reads this answer on stdio then
                         reply["channel"] = f"stdio: cannot reach {path}: {e.strerror or e}"
                 channel.send(reply)
-                tool_module("procs").prepare(ctx)
                 # One call only: the shell tools (most calls) are loaded ahead, any other module
                 # when its call comes; loading them all cost ~40 ms of CPU in every sandbox.
                 single = msg.get("single_call") is True
+                tool_module("procs").prepare(ctx, early=not single)
                 warm_up(("procs",) if single else MODULES)
             elif op == "call":
                 channel.send(handle_call(ctx, msg))

@@ -105,6 +105,14 @@ def _sweep(tmp: str) -> None:
                 pass
 
 
+def _unlink(paths) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
 def _gone(pid: int) -> bool:
     """No process has the pid, or it has exited (a zombie: a killed agent its parent has not yet
     reaped). A pid that cannot be told (someone else's, or no /proc) counts as alive."""
@@ -171,11 +179,13 @@ class Zygote:
     def alive(self) -> bool:
         return not self.closed and self.proc.poll() is None
 
-    def fork(self) -> "Forked":
-        """A new spare, ready for its command. ZygoteError if the zygote cannot make one."""
+    def order(self) -> "Forked":
+        """Ask for a new spare and return at once: the zygote forks it while the agent goes on
+        (to read its next request, where the spare's ready line is taken when it comes).
+        Forked.ready() waits for it. ZygoteError if the ask fails."""
         with self.lock:
-            if self.current is not None:
-                raise ZygoteError(f"the zygote still waits for its spare {self.current}")
+            if self.forking is not None:  # the spare in use may run: the zygote forks this one when it ends
+                raise ZygoteError("the zygote has a spare asked for already")
             fds, made = [], []
             # FIFOs of a random name in the temp dir (mkfifo fails on any name that exists, a link
             # too; the dir is sticky), gone once the spare holds them. 0600: no other user may open them.
@@ -192,20 +202,31 @@ class Zygote:
                 self.forking = token
                 if os.write(self.inp, token) != len(token):
                     raise ZygoteError("the zygote's input is full")
-                pid = self._await(lambda: self.current, READY_WITHIN, late="the spare did not report ready")
             except (OSError, ValueError, ZygoteError) as e:
+                self.forking = None
                 for fd in fds:
                     os.close(fd)
+                _unlink(made)
                 raise ZygoteError(f"no spare from the zygote: {e}") from None
-            finally:
+            return Forked(self, token, made, fds[0], fds[1])
+
+    def ready(self, token: bytes, fifos: list, timeout: float) -> "int | None":
+        """The pid of the spare being forked once it has said it runs (it holds its FIFOs then,
+        and they are removed); None if it has not within timeout (0: only what has come).
+        ZygoteError if the zygote ended or was closed."""
+        with self.lock:
+            try:
+                if self.closed or self.forking is None:
+                    raise ZygoteError("the zygote was closed")
+                pid = self._await(lambda: self.current if self.current_token == token else None, timeout)
+            except ZygoteError:
                 self.forking = None
-                for path in made:
-                    try:
-                        os.unlink(path)
-                    except OSError:
-                        pass
-            os.set_blocking(fds[1], True)
-            return Forked(self, pid, fds[0], fds[1])
+                _unlink(fifos)
+                raise
+            if pid is not None:
+                self.forking = None
+                _unlink(fifos)
+            return pid
 
     def status(self, pid: int, timeout: float):
         """The spare's wait status (subprocess's convention: -N for signal N) once it has ended,
@@ -226,22 +247,23 @@ class Zygote:
             return -signal.SIGKILL
         return None
 
-    def _await(self, found, timeout: float, late: "str | None" = None):
-        """Read the zygote's lines until found() gives something, or timeout: then None, or
-        ZygoteError(late) if late is given. Holds self.lock. ZygoteError at the zygote's end."""
+    def _await(self, found, timeout: float):
+        """Read the zygote's lines until found() gives something, or timeout: then None. Holds
+        self.lock. ZygoteError at the zygote's end."""
         deadline = time.monotonic() + timeout
         while True:
             got = found()
             if got is not None:
                 return got
-            ready, _, _ = select.select([self.out], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                if time.monotonic() >= deadline:
-                    if late:
-                        raise ZygoteError(late)
-                    return None
-                continue
-            data = os.read(self.out, 4096)
+            try:
+                ready, _, _ = select.select([self.out], [], [], max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    if time.monotonic() >= deadline:
+                        return None
+                    continue
+                data = os.read(self.out, 4096)
+            except (OSError, ValueError):  # closed: it tells nothing any more
+                data = b""
             if not data:
                 raise ZygoteError("the zygote ended")
             self.buf += data
@@ -250,6 +272,8 @@ class Zygote:
                 self._file(line)
             if len(self.buf) > 4096:  # not a line of ours; one of ours may be after it: its tail is kept
                 self.buf = self.buf[-LINE_MAX:]
+            if time.monotonic() >= deadline:  # a pipe that never runs dry (a flood) holds no one past it
+                return found()
 
     def _file(self, line: bytes) -> None:
         """`r PID T` from the spare being forked: believed if T is the token it was given and PID
@@ -317,13 +341,44 @@ class _Out:
 
 
 class Forked:
-    """A spare shell of the zygote: given its command once, then waited for as a Popen is."""
+    """A spare shell of the zygote: asked for (Zygote.order), ready() once it runs, given its
+    command once, then waited for as a Popen is."""
 
-    def __init__(self, zygote: Zygote, pid: int, cmd_fd: int, out_fd: int) -> None:
-        self.zygote, self.pid = zygote, pid
+    def __init__(self, zygote: Zygote, token: bytes, fifos: list, cmd_fd: int, out_fd: int) -> None:
+        self.zygote, self.token, self.fifos = zygote, token, fifos
+        self.pid: "int | None" = None
         self.cmd_fd = cmd_fd
         self.stdout = _Out(out_fd)
         self.returncode = None
+
+    def ready(self, timeout: float = READY_WITHIN) -> bool:
+        """Whether the spare runs (its ready line taken), waiting up to timeout for it; with a
+        timeout, ZygoteError (its descriptors closed) if it has not by then or the zygote ended."""
+        if self.pid is None:
+            try:
+                self.pid = self.zygote.ready(self.token, self.fifos, timeout)
+                if self.pid is None and timeout > 0:
+                    with self.zygote.lock:
+                        self.zygote.forking = None
+                    _unlink(self.fifos)
+                    raise ZygoteError("the spare did not report ready")
+            except ZygoteError:
+                self.close()
+                raise
+            if self.pid is None:
+                return False
+            os.set_blocking(self.stdout.fd, True)
+        return True
+
+    def close(self) -> None:
+        """Its descriptors (and FIFOs, if it never said it runs), as a spare never given a
+        command: it reads an empty one and ends."""
+        if self.pid is None:
+            _unlink(self.fifos)
+        if self.cmd_fd >= 0:
+            os.close(self.cmd_fd)
+            self.cmd_fd = -1
+        self.stdout.close()
 
     def give(self, data: bytes) -> bool:
         """Its command (it fits an empty FIFO); at our close it reads EOF. False if the FIFO did not
@@ -371,6 +426,11 @@ class Forked:
 
     def discard(self) -> None:
         """Never used: it reads an empty command and ends; its group is killed to be sure."""
+        if self.pid is None:
+            try:
+                self.ready()
+            except ZygoteError:
+                return  # closed: it reads an empty command, if it ever runs
         if self.cmd_fd >= 0:
             os.close(self.cmd_fd)
             self.cmd_fd = -1

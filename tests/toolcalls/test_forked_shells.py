@@ -78,7 +78,7 @@ def forked(call, command: str):
     text(call, "true")
     time.sleep(0.3)
     res = run(call, command)
-    assert res.meta["exit_code"] != 99, res.text
+    assert res.meta.get("exit_code") != 99, (res.text, res.meta)
     return res
 
 
@@ -110,11 +110,60 @@ def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
         for n in range(procs.ZYGOTE_TRIES + 2):
             procs.prepare(ctx)
             deadline = time.monotonic() + 10
-            while keeper.due is not None and time.monotonic() < deadline:  # the keeper has tried
+            while keeper.due and time.monotonic() < deadline:  # the keeper has tried
                 time.sleep(0.01)
             res = procs.bash(ctx, {"command": f"echo {n}; exit 3"}, f"c{n}")
             assert res["meta"]["exit_code"] == 3 and sent.pop() == {"op": "output", "id": f"c{n}", "data": f"{n}\n"}
         assert keeper.zygote is None and keeper.failures == procs.ZYGOTE_TRIES
+    finally:
+        procs.shutdown()
+
+
+
+def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(tmp_path, monkeypatch):
+    """The next spare is asked for while the zygote is yet to tell the status of the call's
+    shell. A call that kills its zygote races that ask: a zygote seen alive there, then dead,
+    was replaced, its pipe closed under the status read (EBADF: an internal error for the
+    call) or, its number reused, the new zygote's line read as the old one's (no spare from
+    it again). The race is made certain: that look finds the zygote running, as it may while
+    the kill is under way; the command ends once the zygote is a zombie."""
+    keeper = procs._Keeper()
+    monkeypatch.setattr(procs, "_keeper", keeper)
+    ctx = Ctx({"workspace": str(tmp_path)})
+    sent: list = []
+    ctx.send = ctx.hold = sent.append
+    real = procs._Keeper._running
+    late = {"armed": False}
+
+    def running(self):
+        if late["armed"]:
+            late["armed"] = False
+            return True
+        return real(self)
+
+    def spare_runs() -> bool:  # the keeper has a zygote and its spare has said it runs
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            keeper.settle()
+            if procs._spare is not None and procs._spare.forked.pid is not None:
+                return True
+            time.sleep(0.01)
+        return False
+
+    monkeypatch.setattr(procs._Keeper, "_running", running)
+    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call ends
+    try:
+        procs.prepare(ctx)
+        assert spare_runs()
+        z = keeper.zygote.proc.pid
+        late["armed"] = True
+        res = procs.bash(ctx, {"command": f"kill -KILL {z}; until [[ $(</proc/{z}/stat) = *') Z '* ]]; do :; done; exit 3"},
+                         "c1")
+        assert res["meta"].get("exit_code") == 137, res  # its status went with the zygote
+        procs.prepare(ctx)
+        assert spare_runs(), "no spare from a new zygote"
+        res = procs.bash(ctx, {"command": "echo next; exit 4"}, "c2")
+        assert res["meta"]["exit_code"] == 4 and sent[-1]["data"] == "next\n", res
     finally:
         procs.shutdown()
 
@@ -229,6 +278,28 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
             sb.close()
             if zygote is not None and _state(zygote) not in ("gone", "Z"):
                 os.kill(zygote, signal.SIGKILL)  # what a failure here left behind
+
+
+def test_a_spares_fifos_are_gone_while_the_agent_waits_for_its_next_call(tmp_path):
+    """The next call's spare is asked for by the agent's own thread, which then reads its next
+    request: its ready line is taken there (server.Wire.receive watches the zygote's pipe), so
+    the spare's two FIFOs are removed at once and do not wait for the next call in the temp dir
+    (where an agent killed meanwhile would leave them)."""
+    from runner import Runner
+
+    with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
+        sb = r.session.make_sandbox().start()
+        try:
+            mine = os.path.join(tempfile.gettempdir(), f"runner-agent-{sb.info['pid']}-*")
+            for n in range(3):
+                res = sb.call(f"c{n}", "bash", {"command": "true"}, timeout=30)
+                assert not res["is_error"], res
+                deadline = time.monotonic() + 5
+                while glob.glob(mine) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                assert not glob.glob(mine), f"after call {n}, the next spare's FIFOs wait for the next call"
+        finally:
+            sb.close()
 
 
 def _state(pid: int) -> str:
