@@ -17,7 +17,10 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX and the agent's
 pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS T`
-when it has ended. One spare at a time, so a status is that spare's.
+when it has ended. One spare at a time, so a status is that spare's; the token of the next may
+wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
+soon as it has told the status. Zygote.ready takes the next spare's `r` line: from the agent's
+loop while it waits for a request, or when a call takes the spare.
 The FIFOs (0600) are removed once the spare holds them (or, if the agent was killed first, by
 the next zygote's sweep). Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
