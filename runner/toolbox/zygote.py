@@ -61,6 +61,8 @@ SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d;
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
+DRAIN_MAX = 1 << 20  # bytes of the zygote's pipe read past a wait's deadline while more is there (a
+# flood is drained as it comes, as the sandbox's pipes are, without holding the agent for good)
 LINE_MAX = 64  # bytes of the zygote's longest line (`r PID TOKEN`, `x STATUS TOKEN`) and then some
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
@@ -254,6 +256,7 @@ class Zygote:
         """Read the zygote's lines until found() gives something, or timeout: then None. Holds
         self.lock. ZygoteError at the zygote's end."""
         deadline = time.monotonic() + timeout
+        drained = 0
         while True:
             got = found()
             if got is not None:
@@ -275,8 +278,9 @@ class Zygote:
                 self._file(line)
             if len(self.buf) > 4096:  # not a line of ours; one of ours may be after it: its tail is kept
                 self.buf = self.buf[-LINE_MAX:]
-            if time.monotonic() >= deadline:  # a pipe that never runs dry (a flood) holds no one past it
-                return found()
+            drained += len(data)
+            if drained >= DRAIN_MAX and time.monotonic() >= deadline:
+                return found()  # a pipe that never runs dry (a flood) holds no one long past it
 
     def _file(self, line: bytes) -> None:
         """`r PID T` from the spare being forked: believed if T is the token it was given and PID
