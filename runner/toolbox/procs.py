@@ -125,8 +125,9 @@ _spare: "_Spare | None" = None
 
 
 class _Keeper:
-    """Has the next call's shell forked once a call's result is written. With a zygote running,
-    the agent's own thread asks it (a few system calls) and goes on to read its next request;
+    """Has the next call's shell forked: asked for as a call's output ends when calls come back
+    to back (taken()), else once its result is written. The agent's own thread asks the running
+    zygote (a few system calls) and goes on to read its next request;
     the spare's ready line is taken there when it comes (pending(), server.Wire.receive), or
     by the call that takes the spare if that comes first. Handing this to a thread cost ~50 us
     of CPU a call more (its wake-up and the lock's hand-over), on the sandbox's one CPU.
@@ -168,9 +169,8 @@ class _Keeper:
         (mkfifo, open) would be on this call's path, and the spare has time enough then."""
         global _spare
         with self.cv:
-            if not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN:
-                return
-            if not self._running():
+            if (not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN
+                    or not self._running()):
                 return
             try:  # never replaces the zygote here: it is yet to tell this call's status
                 _spare = _Spare(self.zygote.order(), self.ctx.workspace, self.ctx.env)

@@ -118,6 +118,17 @@ def _unlink(paths) -> None:
             pass
 
 
+def _reaped(pid: int) -> bool:
+    """No process has the pid any more (one kill(2))."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
 def _gone(pid: int) -> bool:
     """No process has the pid, or it has exited (a zombie: a killed agent its parent has not yet
     reaped). A pid that cannot be told (someone else's, or no /proc) counts as alive."""
@@ -143,13 +154,7 @@ def _ended(pid: int) -> bool:
     """The process has exited (a zombie, or gone), as the kernel tells: not a line anyone wrote.
     Gone is the usual case (the zygote tells a status once it has reaped the spare): one kill(2)
     tells it, where reading /proc took an open, a read and a close."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        pass
-    return _state(pid) in (None, b"Z", b"X")
+    return _reaped(pid) or _state(pid) in (None, b"Z", b"X")
 
 
 class Zygote:
@@ -217,13 +222,15 @@ class Zygote:
 
     def ready(self, token: bytes, fifos: list, timeout: float) -> "int | None":
         """The pid of the spare being forked once it has said it runs (it holds its FIFOs then,
-        and they are removed); None if it has not within timeout (0: only what has come).
-        ZygoteError if the zygote ended or was closed."""
+        and they are removed). With timeout 0, None if it has not yet; else ZygoteError if it
+        has not within timeout, or the zygote ended or was closed."""
         with self.lock:
             try:
                 if self.closed or self.forking is None:
                     raise ZygoteError("the zygote was closed")
                 pid = self._await(lambda: self.current if self.current_token == token else None, timeout)
+                if pid is None and timeout > 0:
+                    raise ZygoteError("the spare did not report ready")
             except ZygoteError:
                 self.forking = None
                 _unlink(fifos)
@@ -364,11 +371,6 @@ class Forked:
         if self.pid is None:
             try:
                 self.pid = self.zygote.ready(self.token, self.fifos, timeout)
-                if self.pid is None and timeout > 0:
-                    with self.zygote.lock:
-                        self.zygote.forking = None
-                    _unlink(self.fifos)
-                    raise ZygoteError("the spare did not report ready")
             except ZygoteError:
                 self.close()
                 raise
@@ -403,14 +405,8 @@ class Forked:
         return self.wait(0)
 
     def gone(self) -> bool:
-        """It has ended and the zygote has reaped it (one kill(2); a zombie still counts as there)."""
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except OSError:
-            pass
-        return False
+        """It has ended and the zygote has reaped it (a zombie still counts as there)."""
+        return _reaped(self.pid)
 
     def wait(self, timeout: float | None = None):
         """Popen.wait; with no timeout, never longer than twice STATUS_WITHIN once asked: a zygote
