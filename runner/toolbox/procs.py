@@ -106,7 +106,7 @@ class _Spare:
         it since), still there, its zygote too, and the command fits the FIFO."""
         if cwd != self.cwd or ctx.env is not self.env or len(data) > SPARE_MAX:
             return False
-        if not self.forked.zygote.alive() or self.forked.gone():
+        if self.forked.gone():  # its zygote was seen alive as the spare was taken (_Keeper.take)
             return False
         return self.forked.zygote.cwd_id == dir_id(cwd)
 
@@ -169,9 +169,10 @@ class _Keeper:
         (mkfifo, open) would be on this call's path, and the spare has time enough then."""
         global _spare
         with self.cv:
+            z = self.zygote
             if (not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN
-                    or not self._running()):
-                return
+                    or z is None or z.closed or z.cwd != self.ctx.workspace or z.env is not self.ctx.env):
+                return  # (a zygote that ended unseen fails the ask, at its pipe: no wait4 on the call's path)
             try:  # never replaces the zygote here: it is yet to tell this call's status
                 _spare = _Spare(self.zygote.order(), self.ctx.workspace, self.ctx.env)
             except (OSError, zygote.ZygoteError):
