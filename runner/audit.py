@@ -88,6 +88,7 @@ class AuditLog:
         self._lock = threading.Lock()
         self._fds: tuple[int, int] | None = None  # (lock file, log) kept open between records
         self._log_id: tuple[int, int] | None = None  # (st_dev, st_ino) of the log `_fds` holds
+        self._left: int | None = None  # the log's size after this writer's last line (in _log_id)
 
     @classmethod
     def from_policy(cls, audit_policy, redactor=None, environ: dict[str, str] | None = None) -> "AuditLog | None":
@@ -174,12 +175,18 @@ class AuditLog:
                     self._open()
                     self._flock(True)
                     st = os.fstat(self._fds[1])
+                end = st.st_size
                 if (st.st_dev, st.st_ino) != self._log_id:  # another process rotated it
                     self._reopen_log()
-                if st.st_size and st.st_size + len(data) > self.max_bytes:
+                    end = None
+                elif st.st_size and st.st_size + len(data) > self.max_bytes:
                     self._rotate()
                     self._reopen_log()
-                _write_whole_line(self._fds[1], data)
+                    end = None
+                # the log as this writer left it (no other writer since): it ends in our whole line
+                whole = end is not None and end == self._left
+                self._left = None
+                self._left = _write_whole_line(self._fds[1], data, end, whole)
             finally:
                 self._flock(False)
 
@@ -195,7 +202,7 @@ class AuditLog:
         if old >= 0:
             os.close(old)
         st = os.fstat(fd)
-        self._fds, self._log_id = (lock_fd, fd), (st.st_dev, st.st_ino)
+        self._fds, self._log_id, self._left = (lock_fd, fd), (st.st_dev, st.st_ino), None
 
     def _flock(self, exclusive: bool) -> None:
         """Take (or release) the lock that writers of this log in other processes take too."""
@@ -208,7 +215,7 @@ class AuditLog:
             self._close_fds()
 
     def _close_fds(self) -> None:
-        fds, self._fds, self._log_id = self._fds, None, None
+        fds, self._fds, self._log_id, self._left = self._fds, None, None, None
         for fd in fds or ():
             if fd >= 0:
                 os.close(fd)
@@ -281,14 +288,17 @@ class AuditLog:
 TORN_TAIL_MAX = 1024 * 1024  # looked back for the last newline; a record is far shorter
 
 
-def _write_whole_line(fd: int, data: bytes) -> None:
-    """Append one line so that the file only ever ends in whole lines, under the log's flock.
+def _write_whole_line(fd: int, data: bytes, end: int | None = None, whole: bool = False) -> int:
+    """Append one line so that the file only ever ends in whole lines, under the log's flock;
+    return the file's size after it. end: the size, if known; whole: it ends in a whole line
+    (this writer's last, and the size has not changed since), so its last byte is not read.
 
     A writer killed mid-write (SIGKILL, power loss) can leave part of a line at the end: the next
     writer cuts that tail off before it appends. A short write or a failed one (ENOSPC, EIO) is
     cut off the same way before the error goes on, so a line is in the file whole or not at all."""
-    end = os.fstat(fd).st_size
-    if end and os.pread(fd, 1, end - 1) != b"\n":
+    if end is None:
+        end = os.fstat(fd).st_size
+    if end and not whole and os.pread(fd, 1, end - 1) != b"\n":
         start = max(0, end - TORN_TAIL_MAX)
         tail = os.pread(fd, end - start, start)
         nl = tail.rfind(b"\n")
@@ -304,6 +314,7 @@ def _write_whole_line(fd: int, data: bytes) -> None:
     except BaseException:
         os.ftruncate(fd, end)
         raise
+    return end + done
 
 
 def format_record(rec: dict) -> str:

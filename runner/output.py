@@ -38,13 +38,14 @@ class ResultStore:
         return self.dir / f"{safe}.out"
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
-        path = self.path(call_id)
-        self._indexes.pop(path, None)  # an earlier output of this id: its index goes with it
+        if self._indexes:  # an earlier output of this id: its index goes with it
+            self._indexes.pop(self.path(call_id), None)
 
-        def kept(index: LineIndex) -> None:  # only an output that spills is kept, with its index
+        def kept(path: Path, index: LineIndex) -> None:  # only an output that spills is kept, with its index
             self._indexes[path] = index
 
-        return OutputSink(path, call_id, caps, on_output=self.on_output, on_spill=kept)
+        # the file's name is worked out only when the output spills (most never do)
+        return OutputSink(lambda: self.path(call_id), call_id, caps, on_output=self.on_output, on_spill=kept)
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
@@ -118,10 +119,11 @@ class OutputSink:
     """Receives text as it comes. Small outputs stay in memory; past the caps everything goes
     to a spill file on disk, so memory stays flat however much arrives."""
 
-    def __init__(self, path: Path, call_id: str, caps: Caps,
+    def __init__(self, place: Callable[[], Path], call_id: str, caps: Caps,
                  on_output: Callable[[str, str], None] | None = None,
-                 on_spill: "Callable[[LineIndex], None] | None" = None) -> None:
-        self.path, self.call_id, self.caps = path, call_id, caps
+                 on_spill: "Callable[[Path, LineIndex], None] | None" = None) -> None:
+        self.place, self.call_id, self.caps = place, call_id, caps
+        self.path: Path | None = None  # the spill's, once there is one
         self.on_output = on_output
         self.on_spill = on_spill
         self.index = LineIndex()
@@ -143,9 +145,10 @@ class OutputSink:
             self.buf.append(text)
             if self.chars <= self.caps.chars and (self.caps.lines is None or self.newlines <= self.caps.lines):
                 return
+            self.path = self.place()
             self.f = open(self.path, "wb")
             if self.on_spill is not None:
-                self.on_spill(self.index)
+                self.on_spill(self.path, self.index)
             data = "".join(self.buf).encode("utf-8", "replace")
             self.buf = []
             self.index.feed(data)

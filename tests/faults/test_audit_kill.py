@@ -59,6 +59,19 @@ def test_a_line_cut_by_sigkill_is_gone_before_the_next_line(tmp_path):
     assert [r["call_id"] for r in AuditLog(path).tail(5)] == ["whole", "after"]
 
 
+def test_a_writer_that_wrote_last_still_cuts_a_line_torn_by_another_since(tmp_path):
+    """A writer skips reading the log's last byte when the log is as it left it: a torn line of
+    another process since then changed its size, so it is cut, not built on."""
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.record(call_id="first", tool="read", session="s", status="ok")
+    p = subprocess.run([sys.executable, "-c", TORN, str(path)], env=_env())
+    assert p.returncode == -signal.SIGKILL
+    assert not path.read_bytes().endswith(b"\n")
+    log.record(call_id="after", tool="read", session="s", status="ok")
+    assert [r["call_id"] for r in _lines(path)] == ["first", "whole", "after"]
+
+
 def test_writer_sigkilled_while_writing_leaves_only_whole_lines(tmp_path):
     path = tmp_path / "audit.jsonl"
     for _ in range(3):  # three writers, each killed at whatever point it has reached
