@@ -151,6 +151,14 @@ def print_summary(results: dict, load_before: str) -> None:
         ratio = f"{v / b:.2f}x" if b else "-"
         print(f"| {what:60} | {v:9.2f} | {(f'{b:.2f}' if b else '-'):>11} | {ratio:>6} | {goal} |")
     extra = []
+    if "cpu_call_sandbox" in results:
+        ours = results["cpu_call_controller"] + results["cpu_call_sandbox"]
+        fork = results["cpu_fork_parent"] + results["cpu_fork_child"]
+        extra.append(f"CPU per call, every process: runner's bash call {ours * 1e3:.2f} ms (controller "
+                     f"{results['cpu_call_controller'] * 1e3:.2f} + sandbox {results['cpu_call_sandbox'] * 1e3:.2f}), "
+                     f"the fork {fork * 1e3:.2f} ms (parent {results['cpu_fork_parent'] * 1e3:.2f} + child "
+                     f"{results['cpu_fork_child'] * 1e3:.2f}): {ours / fork:.2f}x. Back to back the two sides "
+                     "overlap; after a pause a call pays for all of it on a cold CPU")
     if "call_with_1" in results:
         lv = [k for k in ("call_with_1", "call_with_10", "call_with_50") if k in results]
         extra.append("call latency with " + ", ".join(f"{k.split('_')[-1]} live: {results[k] * 1000:.2f} ms" for k in lv))

@@ -1,6 +1,7 @@
 """Tool-call figures for `make bench`: the full Runner against a local fork and `docker exec`."""
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import tempfile
@@ -8,6 +9,19 @@ import time
 from pathlib import Path
 
 from bench.run import IMAGE, LABEL, run, timed
+
+
+def _cpu_here(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
+    """(this process's CPU seconds, its reaped children's) since `since`."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() - since[0], kids.ru_utime + kids.ru_stime - since[1]
+
+
+def _cpu_of(container) -> float:
+    """CPU seconds the container's processes have used, as its cgroup counts them (0 for None)."""
+    if container is None:
+        return 0.0
+    return container.stats(stream=False, one_shot=True)["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
 
 
 def paced(fn, n: int, gap: float = 0.05, warmup: int = 3) -> list[float]:
@@ -31,7 +45,9 @@ def tools_section(n: int, results: dict):
     calls = n * 10
     rows_call, rows_start, rows_rate = [], [], []
 
+    used = _cpu_here()
     fork = timed(lambda: run(["sh", "-c", "echo hi"]), calls)
+    results["cpu_fork_parent"], results["cpu_fork_child"] = (x / (calls + 1) for x in _cpu_here(used))
     rows_call.append(("local fork+exec `sh -c 'echo hi'`", fork, None))
     results["fork"] = statistics.median(fork)
     # the same fork with the same pauses as the paced calls below: after a pause every process
@@ -55,7 +71,12 @@ def tools_section(n: int, results: dict):
     for executor in ("local", "docker"):
         with Runner(executor=executor, workspace=ws, preset="all") as r:
             echo = timed(lambda: r.call("echo", {"text": "hi"}), calls, warmup=3)
+            box = r.session.acquire().proc.container if executor == "docker" else None
+            used, box_used = _cpu_here(), _cpu_of(box)
             bash = timed(lambda: r.call("bash", {"command": "echo hi"}), calls, warmup=3)
+            if box is not None:  # the work of a call, in every process: a paced call pays for all of it
+                results["cpu_call_controller"] = _cpu_here(used)[0] / (calls + 3)
+                results["cpu_call_sandbox"] = (_cpu_of(box) - box_used) / (calls + 3)
             read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
             paced_bash = paced(lambda: r.call("bash", {"command": "echo hi"}), calls)
         rows_call.append((f"Runner({executor}, per-session) echo tool: the round trip", echo, None))
