@@ -185,7 +185,7 @@ class AuditLog:
                     end = None
                 # the log as this writer left it (no other writer since): it ends in our whole line
                 whole = end is not None and end == self._left
-                self._left = None
+                self._left = None  # until the line is in: a failed write leaves its end unknown
                 self._left = _write_whole_line(self._fds[1], data, end, whole)
             finally:
                 self._flock(False)
