@@ -169,18 +169,22 @@ class _Keeper:
         (mkfifo, open) would be on this call's path, and the spare has time enough then."""
         global _spare
         with self.cv:
-            z = self.zygote
             if (not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN
-                    or z is None or z.closed or z.cwd != self.ctx.workspace or z.env is not self.ctx.env):
+                    or not self._ours()):
                 return  # (a zygote that ended unseen fails the ask, at its pipe: no wait4 on the call's path)
             try:  # never replaces the zygote here: it is yet to tell this call's status
                 _spare = _Spare(self.zygote.order(), self.ctx.workspace, self.ctx.env)
             except (OSError, zygote.ZygoteError):
                 pass  # asked for again after the result, where a zygote that failed is replaced
 
-    def _running(self) -> bool:
+    def _ours(self) -> bool:
+        """There is a zygote, not closed, for the current ctx's workspace and env."""
         z = self.zygote
-        return z is not None and z.cwd == self.ctx.workspace and z.env is self.ctx.env and z.alive()
+        return z is not None and not z.closed and z.cwd == self.ctx.workspace and z.env is self.ctx.env
+
+    def _running(self) -> bool:
+        """_ours, and its process has not ended (a wait4)."""
+        return self._ours() and self.zygote.alive()
 
     def pending(self):
         """(the zygote's pipe, what to do when it can be read) while the spare asked for has not
@@ -255,7 +259,7 @@ class _Keeper:
         global _spare
         if _spare is None and self.failures < ZYGOTE_TRIES:
             try:
-                _spare = _Spare(self._zygote_for(self.ctx).order(), self.ctx.workspace, self.ctx.env)
+                _spare = _Spare(self._zygote_for().order(), self.ctx.workspace, self.ctx.env)
             except (OSError, subprocess.SubprocessError, zygote.ZygoteError):
                 self._failed(self.zygote)
 
@@ -270,15 +274,13 @@ class _Keeper:
         if z is not None and z is self.zygote:
             self._drop_zygote()
 
-    def _zygote_for(self, ctx: Ctx) -> zygote.Zygote:
-        z = self.zygote
-        if z is not None and (z.cwd != ctx.workspace or z.env is not ctx.env or not z.alive()):
+    def _zygote_for(self) -> zygote.Zygote:
+        """The running zygote for the current ctx, started (and one for another replaced) if need be."""
+        if not self._running():
             self._drop_zygote()
-            z = None
-        if z is None:
             with fsutil.UMASK_LOCK:  # never while a write reads the umask
-                z = self.zygote = zygote.Zygote(BASH, ctx.workspace, ctx.env)
-        return z
+                self.zygote = zygote.Zygote(BASH, self.ctx.workspace, self.ctx.env)
+        return self.zygote
 
     def _drop_zygote(self) -> None:
         if self.zygote is not None:

@@ -237,7 +237,8 @@ class Zygote:
     def ready(self, token: bytes, fifos: list, timeout: float) -> "int | None":
         """The pid of the spare being forked once it has said it runs (it holds its FIFOs then,
         and they are removed). With timeout 0, None if it has not yet; else ZygoteError if it
-        has not within timeout, or the zygote ended or was closed."""
+        has not within timeout, or the zygote ended or was closed (the FIFOs are then the
+        caller's to remove: Forked.close)."""
         with self.lock:
             try:
                 if self.closed or self.forking is None:
@@ -247,7 +248,6 @@ class Zygote:
                     raise ZygoteError("the spare did not report ready")
             except ZygoteError:
                 self.forking = None
-                _unlink(fifos)
                 raise
             if pid is not None:
                 self.forking = None
