@@ -119,14 +119,14 @@ class _Spare:
 
 
 BASH = shutil.which("bash")
-AHEAD_WITHIN = 0.01  # seconds from a result to the next call's end within which calls count as back to back
+AHEAD_WITHIN = 0.01  # seconds from a result to the next call within which calls count as back to back
 ZYGOTE_TRIES = 3  # zygotes that failed in a row (say, no writable temp dir) before calls start their own shells
 _spare: "_Spare | None" = None
 
 
 class _Keeper:
-    """Has the next call's shell forked: asked for as a call's output ends when calls come back
-    to back (taken()), else once its result is written. The agent's own thread asks the running
+    """Has the next call's shell forked: asked for as a call's shell takes its command when calls
+    come back to back (taken()), else once its result is written. The agent's own thread asks the running
     zygote (a few system calls) and goes on to read its next request;
     the spare's ready line is taken there when it comes (pending(), server.Wire.receive), or
     by the call that takes the spare if that comes first. Handing this to a thread cost ~50 us
@@ -146,13 +146,19 @@ class _Keeper:
         self.failures = 0
 
     def want(self, ctx: Ctx, early: bool) -> None:
+        global _spare
         with self.cv:
             self.ctx, self.early, self.wanted_at = ctx, early, time.monotonic()
             if self._running():
+                if _spare is not None and _spare.forked.lost():  # asked for ahead (taken()): the call
+                    _spare = None  # removed its FIFOs, so it never comes; this replaces it
                 self._order()
                 self._settle()  # its ready line may have come with the last status already
                 if _spare is not None:
                     return  # else the zygote failed (and was dropped): the thread starts another
+            elif _spare is not None:  # asked for ahead (taken()) of a zygote that has ended since, say
+                _spare.forked.close()  # killed by the call: the thread forks one from a new zygote
+                _spare = None
             self.due = True
             if self.thread is None:
                 self.thread = threading.Thread(target=self._run, name="runner-agent-spare", daemon=True)
@@ -160,13 +166,17 @@ class _Keeper:
             self.cv.notify()
 
     def taken(self) -> None:
-        """A call's spare has ended its output. When calls come back to back (this one within
-        AHEAD_WITHIN of the last result), the next is asked for now, and the zygote forks it as
-        soon as it has reaped this one and told its status (the token waits in its input), while
-        the agent ends the call and the controller reads the result: asked for after the result,
-        it was forked on the next call's path whenever the controller was quicker than the fork
-        (most calls back to back). After a pause it is asked for after the result: the ask
-        (mkfifo, open) would be on this call's path, and the spare has time enough then."""
+        """A call's spare has taken its command. When calls come back to back (this one within
+        AHEAD_WITHIN of the last result), the next is asked for now, while the spare wakes to run
+        the command (the ask, two mkfifo and two opens, costs the call nothing then), and the
+        zygote forks it as soon as it has reaped this one and told its status (the token waits in
+        its input), while the agent ends the call and the controller reads the result. Asked for
+        after the result, it was forked on the next call's path whenever the controller was
+        quicker than the fork (most calls back to back); asked for as the output ended, the ask
+        was on the call's path (~60 us). Its FIFOs are in the temp dir while the command runs:
+        one that removes them costs that spare (Forked.lost, at want()), not the next call.
+        After a pause it is asked for after the result, off the path, and the spare has time
+        enough then."""
         global _spare
         with self.cv:
             if (not self.early or _spare is not None or time.monotonic() - self.wanted_at > AHEAD_WITHIN
@@ -334,6 +344,8 @@ def _start(ctx: Ctx, command: str, cwd: str, stdin_text: str | None) -> subproce
 def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float, stdin_text: str | None = None):
     """Run `command`; send its output as `output` events; return (exit code, timed out)."""
     proc = _start(ctx, command, cwd, stdin_text)
+    if isinstance(proc, zygote.Forked):
+        _keeper.taken()  # while the spare wakes to run the command: the zygote forks the next when it ends
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     sel = select.poll()  # no descriptor of its own to make and close per call, as an epoll selector has
@@ -382,8 +394,6 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     finally:
         if timed_out:
             _kill_group(proc.pid, signal.SIGKILL)
-        if isinstance(proc, zygote.Forked):
-            _keeper.taken()  # while the zygote reaps this shell: the next is forked as it is done
         rc = _wait(proc, KILL_GRACE)
         if rc is None:
             _kill_group(proc.pid, signal.SIGKILL)

@@ -393,6 +393,26 @@ class Forked:
             os.set_blocking(self.stdout.fd, True)
         return True
 
+    def lost(self) -> bool:
+        """Asked for, not yet running, and its FIFOs' names no longer name the FIFOs it was given
+        (a process of the sandbox removed or replaced them: a command that empties the temp dir
+        while the next spare is asked for ahead): the zygote skips its token, so it would never
+        say it runs. Then it is closed and the zygote may be asked again; else False."""
+        if self.pid is not None or self.cmd_fd < 0:
+            return False
+        try:
+            ours = all(os.path.samestat(os.lstat(path), os.fstat(fd))
+                       for path, fd in zip(self.fifos, (self.cmd_fd, self.stdout.fd), strict=True))
+        except OSError:
+            ours = False
+        if ours:
+            return False
+        with self.zygote.lock:
+            if self.zygote.forking == self.token:
+                self.zygote.forking = None
+        self.close()
+        return True
+
     def close(self) -> None:
         """Its descriptors (and FIFOs, if it never said it runs), as a spare never given a
         command: it reads an empty one and ends."""

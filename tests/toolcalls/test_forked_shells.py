@@ -157,6 +157,76 @@ def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(t
         procs.shutdown()
 
 
+def test_a_zygote_killed_after_the_next_spare_was_asked_for_is_replaced_at_the_result(tmp_path, monkeypatch):
+    """Back to back the next spare is asked for as the call's shell takes its command, so a
+    command that kills the zygote later leaves that ask with a dead zygote. The result's
+    prepare() must give it up and fork the next call's shell from a new zygote: kept, the
+    keeper's thread waited for its ready line, gave it up, and the next call had no spare."""
+    keeper = procs._Keeper()
+    monkeypatch.setattr(procs, "_keeper", keeper)
+    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call starts
+    ctx = Ctx({"workspace": str(tmp_path)})
+    sent: list = []
+    ctx.send = ctx.hold = sent.append
+    def spare_runs() -> bool:  # its ready line taken by the keeper's thread (nothing else here reads it)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if procs._spare is not None and procs._spare.forked.pid is not None:
+                return True
+            time.sleep(0.01)
+        return False
+
+    try:
+        procs.prepare(ctx)
+        assert spare_runs()
+        z = keeper.zygote.proc.pid
+        res = procs.bash(ctx, {"command": f"sleep 0.3; kill -KILL {z}; until [[ $(</proc/{z}/stat) = *') Z '* ]]; do :; done; "
+                                          "exit 3"}, "c1")
+        assert res["meta"].get("exit_code") == 137, res  # its status went with the zygote
+        procs.prepare(ctx)
+        assert spare_runs(), "no spare from a new zygote"
+        res = procs.bash(ctx, {"command": "echo $BASH_SUBSHELL; exit 4"}, "c2")
+        assert res["meta"]["exit_code"] == 4 and sent[-1]["data"] == "1\n", (res, sent[-1])  # a forked shell's
+        assert keeper.zygote.proc.pid != z
+    finally:
+        procs.shutdown()
+
+
+def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wait(tmp_path, monkeypatch):
+    """Back to back the next spare's FIFOs are made as the call's shell takes its command, so
+    they are in the temp dir while it runs; a command that empties the temp dir removes them,
+    and the zygote forks no spare for that token. The agent must see it as the call ends: kept,
+    the next call waited READY_WITHIN (2 s) for a spare that never came, then ran in its own
+    `bash -c` ($BASH_SUBSHELL 0)."""
+    keeper = procs._Keeper()
+    monkeypatch.setattr(procs, "_keeper", keeper)
+    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call starts
+    ctx = Ctx({"workspace": str(tmp_path)})
+    sent: list = []
+    ctx.send = ctx.hold = sent.append
+    def spare_runs() -> bool:  # its ready line taken as the agent's loop takes it
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            keeper.settle()
+            if procs._spare is not None and procs._spare.forked.pid is not None:
+                return True
+            time.sleep(0.01)
+        return False
+
+    try:
+        procs.prepare(ctx)
+        assert spare_runs()
+        prefix = procs._spare.forked.zygote.prefix
+        res = procs.bash(ctx, {"command": f"sleep 0.2; rm -f {prefix}*; echo gone"}, "c1")
+        assert res["meta"]["exit_code"] == 0 and sent[-1]["data"] == "gone\n", res
+        procs.prepare(ctx)
+        assert spare_runs(), "no spare for the next call"
+        res = procs.bash(ctx, {"command": "echo $BASH_SUBSHELL"}, "c2")
+        assert res["meta"]["exit_code"] == 0 and sent[-1]["data"] == "1\n", (res, sent[-1])  # a forked shell's
+    finally:
+        procs.shutdown()
+
+
 # Hostile processes of the sandbox against the zygote's pipes and FIFOs (each of these held the
 # agent, lost output or ran a call's command nowhere before its fix). `: $$` runs a command in its
 # own `bash -c`, so the zygote is idle meanwhile; $PPID is the agent in either kind of shell.
