@@ -43,18 +43,22 @@ def timed(fn, n: int, warmup: int = 1) -> list[float]:
     return out
 
 
-def timed_together(fns: list, n: int, warmup: int = 1) -> list[list[float]]:
-    """timed() for several commands taking turns, one run of each per round: a figure and its
-    floor then see the same load (the machine is shared), so their ratio holds when it moves."""
+def timed_together(fns: list, n: int, warmup: int = 1, turn: int = 1) -> list[list[float]]:
+    """timed() for several commands taking turns, `turn` runs of each per round: a figure and its
+    floor then see the same load (the machine is shared), so their ratio holds when it moves.
+    A turn of many keeps calls back to back within it, and starts with `warmup` untimed runs."""
     for fn in fns:
         for _ in range(warmup):
             fn()
     out = [[] for _ in fns]
-    for _ in range(n):
+    for _ in range(max(1, n // turn)):
         for fn, xs in zip(fns, out, strict=True):
-            t = time.perf_counter()
-            fn()
-            xs.append(time.perf_counter() - t)
+            for _ in range(warmup if turn > 1 else 0):
+                fn()
+            for _ in range(turn):
+                t = time.perf_counter()
+                fn()
+                xs.append(time.perf_counter() - t)
     return out
 
 
@@ -128,7 +132,7 @@ def print_table(title: str, rows: list[tuple], notes: list[str] = ()) -> None:
 
 
 GOALS = [  # (what, runner's key, baseline's key, goal as a ratio or an absolute bound, how to show)
-    ("tool call in a session (bash `echo hi`) / local fork `sh -c`", "bash_call", "fork", "<= 1.0x"),
+    ("tool call in a session (bash `echo hi`) / local fork `sh -c`", "bash_call", "fork_turns", "<= 1.0x"),
     ("  same, 50 ms between calls, / the fork at that pace", "bash_call_paced", "fork_paced", "<= 1.0x"),
     ("session start, cold (sandbox ready for calls)", "cold_start", None, "<= 150 ms"),
     ("session start from the warm pool", "warm_get", None, "<= 5 ms"),
