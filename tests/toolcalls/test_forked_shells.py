@@ -120,6 +120,19 @@ def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
 
 
 
+def spare_runs(keeper) -> bool:
+    """Within 10 s, the keeper's spare has said it runs. keeper: its ready line is taken as the
+    agent's loop takes it (settle); None: only the keeper's own thread takes it."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if keeper is not None:
+            keeper.settle()
+        if procs._spare is not None and procs._spare.forked.pid is not None:
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(tmp_path, monkeypatch):
     """The next spare is asked for while the zygote is yet to tell the status of the call's
     shell. A call that kills its zygote races that ask: a zygote seen alive there, then dead,
@@ -132,25 +145,16 @@ def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(t
     ctx = Ctx({"workspace": str(tmp_path)})
     sent: list = []
     ctx.send = ctx.hold = sent.append
-    def spare_runs() -> bool:  # the keeper has a zygote and its spare has said it runs
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            keeper.settle()
-            if procs._spare is not None and procs._spare.forked.pid is not None:
-                return True
-            time.sleep(0.01)
-        return False
-
     monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call ends
     try:
         procs.prepare(ctx)
-        assert spare_runs()
+        assert spare_runs(keeper)
         z = keeper.zygote.proc.pid
         res = procs.bash(ctx, {"command": f"kill -KILL {z}; until [[ $(</proc/{z}/stat) = *') Z '* ]]; do :; done; exit 3"},
                          "c1")
         assert res["meta"].get("exit_code") == 137, res  # its status went with the zygote
         procs.prepare(ctx)
-        assert spare_runs(), "no spare from a new zygote"
+        assert spare_runs(keeper), "no spare from a new zygote"
         res = procs.bash(ctx, {"command": "echo next; exit 4"}, "c2")
         assert res["meta"]["exit_code"] == 4 and sent[-1]["data"] == "next\n", res
     finally:
@@ -168,23 +172,15 @@ def test_a_zygote_killed_after_the_next_spare_was_asked_for_is_replaced_at_the_r
     ctx = Ctx({"workspace": str(tmp_path)})
     sent: list = []
     ctx.send = ctx.hold = sent.append
-    def spare_runs() -> bool:  # its ready line taken by the keeper's thread (nothing else here reads it)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if procs._spare is not None and procs._spare.forked.pid is not None:
-                return True
-            time.sleep(0.01)
-        return False
-
     try:
         procs.prepare(ctx)
-        assert spare_runs()
+        assert spare_runs(None)
         z = keeper.zygote.proc.pid
         res = procs.bash(ctx, {"command": f"sleep 0.3; kill -KILL {z}; until [[ $(</proc/{z}/stat) = *') Z '* ]]; do :; done; "
                                           "exit 3"}, "c1")
         assert res["meta"].get("exit_code") == 137, res  # its status went with the zygote
         procs.prepare(ctx)
-        assert spare_runs(), "no spare from a new zygote"
+        assert spare_runs(None), "no spare from a new zygote"
         res = procs.bash(ctx, {"command": "echo $BASH_SUBSHELL; exit 4"}, "c2")
         assert res["meta"]["exit_code"] == 4 and sent[-1]["data"] == "1\n", (res, sent[-1])  # a forked shell's
         assert keeper.zygote.proc.pid != z
@@ -204,23 +200,14 @@ def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wai
     ctx = Ctx({"workspace": str(tmp_path)})
     sent: list = []
     ctx.send = ctx.hold = sent.append
-    def spare_runs() -> bool:  # its ready line taken as the agent's loop takes it
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            keeper.settle()
-            if procs._spare is not None and procs._spare.forked.pid is not None:
-                return True
-            time.sleep(0.01)
-        return False
-
     try:
         procs.prepare(ctx)
-        assert spare_runs()
+        assert spare_runs(keeper)
         prefix = procs._spare.forked.zygote.prefix
         res = procs.bash(ctx, {"command": f"sleep 0.2; rm -f {prefix}*; echo gone"}, "c1")
         assert res["meta"]["exit_code"] == 0 and sent[-1]["data"] == "gone\n", res
         procs.prepare(ctx)
-        assert spare_runs(), "no spare for the next call"
+        assert spare_runs(keeper), "no spare for the next call"
         res = procs.bash(ctx, {"command": "echo $BASH_SUBSHELL"}, "c2")
         assert res["meta"]["exit_code"] == 0 and sent[-1]["data"] == "1\n", (res, sent[-1])  # a forked shell's
     finally:
