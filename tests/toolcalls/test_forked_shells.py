@@ -12,6 +12,8 @@ import signal
 import tempfile
 import time
 
+import pytest
+
 from runner.toolbox import procs
 from runner.toolbox.context import Ctx
 
@@ -120,6 +122,19 @@ def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
 
 
 
+@pytest.fixture
+def ahead(tmp_path, monkeypatch):
+    """(keeper, ctx, sent): the agent's module in this process, with a keeper of its own that asks
+    for the next spare as each call's shell takes its command (calls count as back to back)."""
+    keeper = procs._Keeper()
+    monkeypatch.setattr(procs, "_keeper", keeper)
+    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)
+    ctx = Ctx({"workspace": str(tmp_path)})
+    sent: list = []
+    ctx.send = ctx.hold = sent.append
+    return keeper, ctx, sent
+
+
 def spare_runs(keeper) -> bool:
     """Within 10 s, the keeper's spare has said it runs. keeper: its ready line is taken as the
     agent's loop takes it (settle); None: only the keeper's own thread takes it."""
@@ -133,19 +148,14 @@ def spare_runs(keeper) -> bool:
     return False
 
 
-def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(tmp_path, monkeypatch):
+def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(ahead):
     """The next spare is asked for while the zygote is yet to tell the status of the call's
     shell. A call that kills its zygote races that ask: a zygote seen alive there, then dead,
     was replaced, its pipe closed under the status read (EBADF: an internal error for the
     call) or, its number reused, the new zygote's line read as the old one's (no spare from
     it again). The race is certain: that ask looks at no process (no wait4 on the call's path),
     and the command ends once the zygote is a zombie."""
-    keeper = procs._Keeper()
-    monkeypatch.setattr(procs, "_keeper", keeper)
-    ctx = Ctx({"workspace": str(tmp_path)})
-    sent: list = []
-    ctx.send = ctx.hold = sent.append
-    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call ends
+    keeper, ctx, sent = ahead
     try:
         procs.prepare(ctx)
         assert spare_runs(keeper)
@@ -161,17 +171,12 @@ def test_a_zygote_that_dies_as_its_call_ends_costs_that_call_no_internal_error(t
         procs.shutdown()
 
 
-def test_a_zygote_killed_after_the_next_spare_was_asked_for_is_replaced_at_the_result(tmp_path, monkeypatch):
+def test_a_zygote_killed_after_the_next_spare_was_asked_for_is_replaced_at_the_result(ahead):
     """Back to back the next spare is asked for as the call's shell takes its command, so a
     command that kills the zygote later leaves that ask with a dead zygote. The result's
     prepare() must give it up and fork the next call's shell from a new zygote: kept, the
     keeper's thread waited for its ready line, gave it up, and the next call had no spare."""
-    keeper = procs._Keeper()
-    monkeypatch.setattr(procs, "_keeper", keeper)
-    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call starts
-    ctx = Ctx({"workspace": str(tmp_path)})
-    sent: list = []
-    ctx.send = ctx.hold = sent.append
+    keeper, ctx, sent = ahead
     try:
         procs.prepare(ctx)
         assert spare_runs(None)
@@ -188,18 +193,13 @@ def test_a_zygote_killed_after_the_next_spare_was_asked_for_is_replaced_at_the_r
         procs.shutdown()
 
 
-def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wait(tmp_path, monkeypatch):
+def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wait(ahead):
     """Back to back the next spare's FIFOs are made as the call's shell takes its command, so
     they are in the temp dir while it runs; a command that empties the temp dir removes them,
     and the zygote forks no spare for that token. The agent must see it as the call ends: kept,
     the next call waited READY_WITHIN (2 s) for a spare that never came, then ran in its own
     `bash -c` ($BASH_SUBSHELL 0)."""
-    keeper = procs._Keeper()
-    monkeypatch.setattr(procs, "_keeper", keeper)
-    monkeypatch.setattr(procs, "AHEAD_WITHIN", 60.0)  # the next spare is asked for as the call starts
-    ctx = Ctx({"workspace": str(tmp_path)})
-    sent: list = []
-    ctx.send = ctx.hold = sent.append
+    keeper, ctx, sent = ahead
     try:
         procs.prepare(ctx)
         assert spare_runs(keeper)
