@@ -340,10 +340,19 @@ def test_a_spares_fifos_are_gone_while_the_agent_waits_for_its_next_call(tmp_pat
             for n in range(3):
                 res = sb.call(f"c{n}", "bash", {"command": "true"}, timeout=30)
                 assert not res["is_error"], res
-                deadline = time.monotonic() + 5
-                while glob.glob(mine) and time.monotonic() < deadline:
+                # gone for 50 ms running: the next spare is asked for just after the result, so a
+                # look before that ask saw none, and one during it saw its first FIFO only
+                deadline, empty_since = time.monotonic() + 5, None
+                while time.monotonic() < deadline:
+                    left = glob.glob(mine)
+                    if left:
+                        empty_since = None
+                    elif empty_since is None:
+                        empty_since = time.monotonic()
+                    elif time.monotonic() - empty_since >= 0.05:
+                        break
                     time.sleep(0.01)
-                assert not glob.glob(mine), f"after call {n}, the next spare's FIFOs wait for the next call"
+                assert not left, f"after call {n}, the next spare's FIFOs wait for the next call"
         finally:
             sb.close()
 
