@@ -128,12 +128,12 @@ def places(session, errors: Optional[list] = None) -> list[Place]:
     def add(place: str, given: Path, label: str) -> None:
         try:
             host = _folder(ws, given.expanduser())
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return
         except wspath.UnsafePath as e:
             return _refused(errors, place, ws / given, f"this tool folder: {e}: refused")
-        except OSError:
-            return
+        except OSError as e:  # there but unreadable: say so rather than lose its tools silently
+            return _refused(errors, place, ws / given, f"this tool folder could not be opened: {e.strerror or e}")
         if host is None:
             return _refused(errors, place, ws / given, f"this tool folder, {LEAVES}")
         view = placement.sandbox_view(host)

@@ -375,12 +375,16 @@ def describe(ctx: Ctx, args: dict) -> dict:
     place}]); answer {tools: [...], errors: [{place, path, error}]}. Every tool is described in
     its own process with `timeout` seconds; one failing never stops the others."""
     timeout = float(args.get("timeout") or 10)
-    jobs = []
+    jobs, errors = [], []
     for order, place in enumerate(args.get("places") or []):
         d = place["dir"]
         try:
             names = sorted(os.listdir(d))
-        except OSError:
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as e:  # there but unreadable: its tools would vanish without a word
+            errors.append({"place": place["place"], "path": d, "kind": "-",
+                           "error": f"this tool folder could not be listed: {e.strerror or e}"})
             continue
         for n in names:
             path = os.path.join(d, n)
@@ -415,7 +419,7 @@ def describe(ctx: Ctx, args: dict) -> dict:
                 t["plugin_args"] = pargs
         return found, []
 
-    tools, errors = [], []
+    tools = []
     if jobs:
         with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
             for found, errs in pool.map(work, jobs):

@@ -1,6 +1,7 @@
 """Custom tools are loaded and run in the sandbox: nothing of theirs touches the host (docker)."""
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -61,3 +62,20 @@ def test_a_tools_link_leading_out_of_the_workspace_is_refused(make_runner, works
     assert any("is a symbolic link" in e["error"] and e["error"].endswith("refused") for e in r.custom_errors())
     res = r.call("bash", {"command": "grep -rs 'PRIVATE KEY' /opt /workspace/tools/ 2>&1; ls /opt/runner-tools 2>&1"})
     assert "PRIVATE KEY" not in res.content, res.content
+
+
+def test_a_tool_folder_the_sandbox_cannot_list_is_reported_not_lost_silently(make_runner, workspace, tmp_path):
+    """The operator's folder is readable here (root) but not by the sandbox's user, which has no
+    capability to pass its mode: its tools are missing, and custom_errors says why."""
+    folder = tmp_path / "team-tools"
+    script(folder, "deploy", "#!/bin/sh\necho deployed\n")
+    (folder / "deploy.md").write_text("---\ndescription: deploys\n---\n")
+    install(workspace / "tools", "executable/stamp")
+    os.chown(folder, 4242, 4242)
+    folder.chmod(0o700)
+    r = make_runner(**{"tools.folders": [str(folder)]})
+    names = {s.name for s in r.tools()}
+    assert "stamp" in names and "deploy" not in names
+    why = [e for e in r.custom_errors() if e["place"] == "policy"]
+    assert len(why) == 1 and "could not be listed" in why[0]["error"] and "Permission denied" in why[0]["error"], \
+        r.custom_errors()
