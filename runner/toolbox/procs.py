@@ -349,8 +349,11 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
     fd = proc.stdout.fileno()
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     sel = select.poll()  # no descriptor of its own to make and close per call, as an epoll selector has
-    sel.register(fd, select.POLLIN)
+    # For HOLD, only the output's end wakes the agent (POLLHUP: no writer is left): a command that
+    # ends by then, most of them, costs one wake-up, not one for its output and one for its end.
+    sel.register(fd, 0)
     deadline = time.monotonic() + timeout
+    quiet_until = time.monotonic() + HOLD
     timed_out = False
     exited_at = None
     pending = ""  # output read but not sent yet: the last of it goes out with the result
@@ -367,6 +370,13 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
                 _kill_group(proc.pid, signal.SIGKILL)
                 break
             wait = min(0.1, max(0.0, deadline - now))
+            if quiet_until:
+                if now < quiet_until:
+                    ready = sel.poll(min(wait, quiet_until - now) * 1000)
+                    if not ready:
+                        continue
+                quiet_until = 0.0
+                sel.modify(fd, select.POLLIN)
             ready = sel.poll((min(wait, HOLD) if pending else wait) * 1000)
             if not ready:
                 if pending:  # nothing more came at once: stream what we have
