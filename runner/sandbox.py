@@ -214,6 +214,9 @@ class Sandbox:
                 if on_output is not None:
                     on_output(msg.get("data", ""))
             elif op == "result" and msg.get("id") == call_id:
+                last = msg.pop("output", None)  # the call's last output rides with its result
+                if isinstance(last, str) and last and on_output is not None:
+                    on_output(last)
                 if isinstance(msg.get("meta"), dict) and msg["meta"].get("oom_killed"):
                     # The memory limit may have killed any process in it (a background job, a
                     # server the agent started): what is left is not the sandbox the caller had.

@@ -66,6 +66,23 @@ def _spare_ready():
     return None if procs is None else procs.pending()
 
 
+def _encode(msg: dict) -> bytes:
+    return json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+
+
+def _fits(body: bytes) -> bool:
+    return len(body) + wire.MAC_HEX + 2 <= wire.MAX_LINE
+
+
+def _bounded(body: bytes, msg: dict) -> bytes:
+    """body, or an error result in its place when its line would pass the channel's bound."""
+    if _fits(body):
+        return body
+    return _encode({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
+                    "content": f"the result is {len(body)} bytes, over the channel's bound of {wire.MAX_LINE}: "
+                               "ask for less (a page, a smaller file)"})
+
+
 class Wire:
     """The protocol's ends in this process (private descriptors, see claim_stdio); lines framed
     by wire.Signer/Verifier once the hello gave the key."""
@@ -80,7 +97,7 @@ class Wire:
             self._reading(fd, lambda n: os.read(fd, n))
         self.write = os.fdopen(out_fd, "wb", buffering=0).write
         self.lock = threading.Lock()
-        self.held = b""
+        self.held: "dict | None" = None  # a call's last output, which rides in its result
         self.signer: wire.Signer | None = None
         self.verifier: wire.Verifier | None = None
 
@@ -110,22 +127,23 @@ class Wire:
         self.scanned = 0  # how much of buf holds no newline
 
     def send(self, msg: dict) -> None:
-        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
-        if len(body) + wire.MAC_HEX + 2 > wire.MAX_LINE:
-            body = json.dumps({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
-                               "content": f"the result is {len(body)} bytes, over the channel's bound of "
-                                          f"{wire.MAX_LINE}: ask for less (a page, a smaller file)"}).encode()
         with self.lock:
-            line = self.signer.frame_body(body)
-            held, self.held = self.held, b""
-            self.write(held + line if held else line)
+            held, self.held = self.held, None
+            body = None
+            if held is not None and msg.get("op") == "result" and msg.get("id") == held.get("id"):
+                body = _encode({**msg, "output": held["data"]})  # one message: one line to open
+                if _fits(body):
+                    held = None
+            if held is not None or body is None or not _fits(body):
+                body = _encode(msg)
+            first = self.signer.frame_body(_encode(held)) if held is not None else b""  # (at most ~CHUNK)
+            self.write(first + self.signer.frame_body(_bounded(body, msg)))
 
     def hold(self, msg: dict) -> None:
-        """Frame a (small) message now and write it with the next send: the last output of a
-        call and its result travel as one write."""
-        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+        """Keep a call's last output (an `output` message) for its result, which carries it as
+        `output`: the controller opens one line, not two."""
         with self.lock:
-            self.held += self.signer.frame_body(body)
+            self.held = msg
 
     def _line(self, watch) -> bytes:
         """The next line, its newline kept. Without one: the first MAX_LINE + 1 bytes of a line
