@@ -129,15 +129,13 @@ class Wire:
     def send(self, msg: dict) -> None:
         with self.lock:
             held, self.held = self.held, None
-            body = None
             if held is not None and msg.get("op") == "result" and msg.get("id") == held.get("id"):
-                body = _encode({**msg, "output": held["data"]})  # one message: one line to open
-                if _fits(body):
-                    held = None
-            if held is not None or body is None or not _fits(body):
-                body = _encode(msg)
+                merged = _encode({**msg, "output": held["data"]})  # one message: one line to open
+                if _fits(merged):
+                    self.write(self.signer.frame_body(merged))
+                    return
             first = self.signer.frame_body(_encode(held)) if held is not None else b""  # (at most ~CHUNK)
-            self.write(first + self.signer.frame_body(_bounded(body, msg)))
+            self.write(first + self.signer.frame_body(_bounded(_encode(msg), msg)))
 
     def hold(self, msg: dict) -> None:
         """Keep a call's last output (an `output` message) for its result, which carries it as

@@ -105,6 +105,33 @@ def test_output_streams_while_the_command_runs_and_the_last_piece_comes_with_the
     assert msg["op"] == "result" and msg["meta"]["exit_code"] == 0
 
 
+def test_a_calls_last_output_rides_in_its_result_and_in_no_other_message():
+    """The agent's end of the channel: output held for a call's result goes in that result (one
+    line for the controller to open), and before anything else, on its own, so none is lost."""
+    import io
+    import os
+
+    from runner.toolbox import server, wire
+
+    key = os.urandom(32)
+    r, w = os.pipe()
+    agent = server.Wire(io.BytesIO(b""), w)
+    agent.keyed(key.hex())
+    reader = wire.Verifier(wire.direction_key(key, wire.FROM_AGENT))
+
+    def lines() -> list[dict]:
+        return [reader.open(line) for line in os.read(r, 1 << 16).splitlines()]
+
+    agent.hold({"op": "output", "id": "c1", "data": "last\n"})
+    agent.send({"op": "result", "id": "c1", "content": "", "meta": {}})
+    assert lines() == [{"op": "result", "id": "c1", "content": "", "meta": {}, "output": "last\n"}]
+    agent.hold({"op": "output", "id": "c2", "data": "other\n"})
+    agent.send({"op": "result", "id": "c3", "content": "x", "meta": {}})
+    assert lines() == [{"op": "output", "id": "c2", "data": "other\n"},
+                       {"op": "result", "id": "c3", "content": "x", "meta": {}}]
+    os.close(r)
+
+
 def test_a_workspace_replaced_by_a_link_is_not_the_next_calls_directory(tmp_path):
     """A call with no cwd starts in the workspace the hello resolved, checked by one stat of its
     identity (procs._cwd): a workspace a call moved away and replaced by a link to another
