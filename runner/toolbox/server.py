@@ -66,10 +66,6 @@ def _spare_ready():
     return None if procs is None else procs.pending()
 
 
-def _encode(msg: dict) -> bytes:
-    return json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
-
-
 def _fits(body: bytes) -> bool:
     return len(body) + wire.MAC_HEX + 2 <= wire.MAX_LINE
 
@@ -78,7 +74,7 @@ def _bounded(body: bytes, msg: dict) -> bytes:
     """body, or an error result in its place when its line would pass the channel's bound."""
     if _fits(body):
         return body
-    return _encode({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
+    return wire.encode({"op": "result", "id": msg.get("id"), "is_error": True, "meta": {},
                     "content": f"the result is {len(body)} bytes, over the channel's bound of {wire.MAX_LINE}: "
                                "ask for less (a page, a smaller file)"})
 
@@ -130,12 +126,12 @@ class Wire:
         with self.lock:
             held, self.held = self.held, None
             if held is not None and msg.get("op") == "result" and msg.get("id") == held.get("id"):
-                merged = _encode({**msg, "output": held["data"]})  # one message: one line to open
+                merged = wire.encode({**msg, "output": held["data"]})  # one message: one line to open
                 if _fits(merged):
                     self.write(self.signer.frame_body(merged))
                     return
-            first = self.signer.frame_body(_encode(held)) if held is not None else b""  # (at most ~CHUNK)
-            self.write(first + self.signer.frame_body(_bounded(_encode(msg), msg)))
+            first = self.signer.frame(held) if held is not None else b""  # (at most ~CHUNK)
+            self.write(first + self.signer.frame_body(_bounded(wire.encode(msg), msg)))
 
     def hold(self, msg: dict) -> None:
         """Keep a call's last output (an `output` message) for its result, which carries it as

@@ -28,6 +28,11 @@ def direction_key(key: bytes, direction: bytes) -> bytes:
     return hmac.new(key, direction, hashlib.sha256).digest()
 
 
+def encode(msg: dict) -> bytes:
+    """A message's body on the wire (before its MAC)."""
+    return json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+
+
 class Signer:
     """Frames outgoing messages of one direction. Callers serialise calls to frame() and the
     write of its line (the sequence number is the order on the wire)."""
@@ -37,8 +42,7 @@ class Signer:
         self.seq = 0
 
     def frame(self, msg: dict) -> bytes:
-        body = json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
-        return self.frame_body(body)
+        return self.frame_body(encode(msg))
 
     def frame_body(self, body: bytes) -> bytes:
         mac = hmac.new(self.key, self.seq.to_bytes(8, "big") + body, hashlib.sha256).hexdigest().encode()
