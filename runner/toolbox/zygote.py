@@ -17,14 +17,17 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX and the agent's
 pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS T`
-when it has ended. One spare at a time, so a status is that spare's; the token of the next may
+when it has ended. A spare whose command returned with no EXIT trap set writes `s STATUS PID`
+itself, then closes its output (TAIL): the agent takes that status once the output has ended,
+without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
 soon as it has told the status. Zygote.ready takes the next spare's `r` line: from the agent's
 loop while it waits for a request, or when a call takes the spare.
 The FIFOs (0600) are removed once the spare holds them (or, if the agent was killed first, by
 the next zygote's sweep). Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed
-only from a child of the zygote and `x` only once the spare has ended, and at worst a sandbox
+only from a child of the zygote, `x` only once the spare has ended and `s` only once no writer
+is left on the call's output (so such a line ends no call early), and at worst a sandbox
 confuses its own exit codes, which the controller never trusted. Such a process can also ptrace
 the zygote (it is a bash of the sandbox's user), as it can any later call's shell: calls of one
 session are not kept from each other by the sandbox, only sessions and the host (SECURITY.md).
@@ -42,6 +45,21 @@ import threading
 import time
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
+# What the spare does once its command has returned (not after `exit`, `exec` or a signal: then
+# only the zygote tells the status). With no EXIT trap set (`trap -p EXIT` into the zygote's
+# scratch file, its fd 9, leaves it empty), it tells its own status on the zygote's pipe, `s STATUS
+# PID`, and closes its stdout and stderr: the call's output ends there, and the agent has the
+# status without waiting for the spare's exit (the kernel tears its memory down before it closes
+# its descriptors) and the zygote's wake-up. With an EXIT trap the trap's output must still reach
+# the call, so nothing is closed. All of it but the `exit` is one test whose stderr is closed: no
+# xtrace line (`set -x`) of ours reaches the call's output (but `+ exit N` when a trap follows,
+# which is then traced as it would have been), no ERR trap or errexit fires on a failed check,
+# and the trap's $? is the command's status. `>|`: noclobber refuses `>` on a file. A failed check
+# (no /proc, a descriptor limit) costs only the speed. The zygote runs `trap -p` once at its start:
+# a shell's first one queries all 64 signals (~130 sigaction calls, which every spare repeated).
+TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/fd/9 ]] && '
+        'printf "s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1 && set +x; }} 2>&-; then exec >&- 2>&-; fi; '
+        'exit "$__runner_s"')
 # One line (a command's $LINENO counts from the eval). The zygote traps signals with a handler, not
 # ignores them: `kill` of it by a call does nothing, and a fork gets the defaults back (an ignored
 # signal would stay ignored in every call). Job control (set -m) gives each spare its own process
@@ -53,11 +71,11 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by a
 # process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
 # for its spare's, and a line of the status pipe lost in such a flood costs only that status.
-SCRIPT = ("set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
+SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
           "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; ( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
-          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&-; '
+          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
-          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd" ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
+          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd"; ' + TAIL + ' ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
@@ -184,7 +202,9 @@ class Zygote:
         self.current_token = b""  # its token, which its status line names
         self.forking: "bytes | None" = None  # the token of the spare being forked
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
-        self.ended: dict[int, int] = {}
+        self.ended: dict[int, int] = {}  # statuses the zygote told, of spares that have ended
+        self.told: dict[int, int] = {}  # statuses spares told of themselves (TAIL), not yet ended
+        self.taken_told: "int | None" = None  # the spare whose own word was taken: its `x` is not kept
         self.closed = False
         tmp = tempfile.gettempdir()
         _sweep(tmp)
@@ -192,10 +212,13 @@ class Zygote:
         # agent killed while a spare was forked (say, from a stopped zygote) leaves its two, and
         # the next zygote's _sweep removes them.
         self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{os.getpid()}-")
-        script = SCRIPT.format(n=TOKEN, prefix=shlex.quote(self.prefix))
-        self.proc = subprocess.Popen([bash, "-c", script], cwd=cwd, env=env, start_new_session=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     preexec_fn=_dies_with_its_parent())
+        # the spares' scratch file (TAIL), no name: each opens it again as /proc/ZYGOTE/fd/N
+        with tempfile.TemporaryFile(dir=tmp) as scratch:
+            t = scratch.fileno()  # moved to fd 9 (TAIL's, and clear of the spare's 3 and 4)
+            script = SCRIPT.format(n=TOKEN, prefix=shlex.quote(self.prefix), move="" if t == 9 else f"exec 9<&{t} {t}<&-; ")
+            self.proc = subprocess.Popen([bash, "-c", script], cwd=cwd, env=env, start_new_session=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         pass_fds=(scratch.fileno(),), preexec_fn=_dies_with_its_parent())
         self.inp = self.proc.stdin.fileno()
         os.set_blocking(self.inp, False)  # a stopped zygote with a full pipe must not hold the agent
         self.out = self.proc.stdout.fileno()
@@ -254,15 +277,28 @@ class Zygote:
                 _unlink(fifos)
             return pid
 
-    def status(self, pid: int, timeout: float):
+    def status(self, pid: int, timeout: float, told: bool = False):
         """The spare's wait status (subprocess's convention: -N for signal N) once it has ended,
-        else None after timeout; -SIGKILL if the zygote ended without telling."""
+        or, with told (the caller saw no writer left on its output), as the spare told it itself
+        when its command returned; else None after timeout; -SIGKILL if the zygote ended without
+        telling. An `s` line read while the output was still open is dropped: the spare writes its
+        own just before it closes the output, so such a line is another process's (or, read in
+        those microseconds, the spare's own: its status then comes from the zygote)."""
+        def found():
+            rc = self.ended.get(pid)
+            if rc is None and told:
+                rc = self.told.get(pid)
+            return self._left(pid) if rc is None else rc
+
         with self.lock:
             try:
-                rc = self._await(lambda: self.ended.get(pid, self._left(pid)), timeout)
+                rc = self._await(found, timeout)
             except ZygoteError:
                 return -signal.SIGKILL
-            self.ended.pop(pid, None)
+            if rc is not None and self.ended.pop(pid, None) is None and self.told.get(pid) == rc:
+                self.taken_told = pid  # its `x`, which follows, is not kept
+            if rc is not None or not told:
+                self.told.pop(pid, None)
             return rc
 
     def _left(self, pid: int):
@@ -309,7 +345,7 @@ class Zygote:
         taken once that spare has ended."""
         # Bytes a process of the sandbox wrote into the pipe with no newline end up before one of
         # our lines (each written whole, newline and all): the line is read from its last kind.
-        line = line[max(0, line.rfind(b"r "), line.rfind(b"x ")):]
+        line = line[max(0, line.rfind(b"r "), line.rfind(b"s "), line.rfind(b"x ")):]
         kind, _, rest = line.partition(b" ")
         try:
             if kind == b"r" and self.current is None and self.forking is not None:
@@ -318,13 +354,24 @@ class Zygote:
                     fields = _stat_fields(int(pid))
                     if fields is not None and int(fields[1]) == self.proc.pid:
                         self.current, self.current_token = int(pid), token
+            elif kind == b"s" and self.current is not None:
+                # `s STATUS PID` from the spare itself (TAIL): taken only by a caller that saw its
+                # output end (status(told=True)), as it does once the spare has closed it; a line
+                # another process wrote ends no call whose shell still holds its output
+                status, _, pid = rest.partition(b" ")
+                if int(pid) == self.current:
+                    code = int(status)
+                    self.told[self.current] = -(code - 128) if code > 128 else code
             elif kind == b"x" and self.current is not None:
                 status, _, token = rest.partition(b" ")
                 if token != self.current_token:
                     return  # another spare's (one a forged token made), or not the zygote's line
                 code = int(status)  # bash's 128+N for a signal N, as Popen gives it: -N
+                self.told.pop(self.current, None)
                 if _ended(self.current):
-                    self.ended[self.current] = -(code - 128) if code > 128 else code
+                    if self.current != self.taken_told:  # else its status was given out already
+                        self.ended[self.current] = -(code - 128) if code > 128 else code
+                    self.taken_told = None
                 elif code > 128:  # it stopped: the zygote waits for it no more, and will not tell its end
                     self.left = self.current
                 else:
@@ -446,7 +493,8 @@ class Forked:
         """Popen.wait; with no timeout, never longer than twice STATUS_WITHIN once asked: a zygote
         stopped by a process of the sandbox must not hold the agent."""
         if self.returncode is None:
-            rc = self.zygote.status(self.pid, STATUS_WITHIN if timeout is None else timeout)
+            told = self._output_over()
+            rc = self.zygote.status(self.pid, STATUS_WITHIN if timeout is None else timeout, told)
             if rc is None and timeout is None:
                 # A zygote stopped by a process of the sandbox holds the status (or the zombie): it
                 # is let go on to tell it, then replaced.
@@ -455,11 +503,20 @@ class Forked:
                         os.kill(self.zygote.proc.pid, signal.SIGCONT)
                     except OSError:
                         pass
-                rc = self.zygote.status(self.pid, STATUS_WITHIN)
+                rc = self.zygote.status(self.pid, STATUS_WITHIN, told)
                 self.zygote.close()
                 rc = -signal.SIGKILL if rc is None else rc
             self.returncode = rc
         return self.returncode
+
+    def _output_over(self) -> bool:
+        """No writer is left on its output (POLLHUP): the spare has closed it, and so has every
+        process it started. One poll(2)."""
+        if self.stdout.fd < 0:
+            return False
+        p = select.poll()
+        p.register(self.stdout.fd, 0)
+        return any(ev & select.POLLHUP for _, ev in p.poll(0))
 
     def discard(self) -> None:
         """Never used: it reads an empty command and ends; its group is killed to be sure."""

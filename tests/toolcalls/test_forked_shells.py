@@ -274,6 +274,32 @@ def test_bytes_flooded_into_the_zygotes_pipes_cost_a_call_not_its_exit_code(call
         assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
 
 
+def test_a_shells_own_status_line_written_by_another_process_does_not_end_a_call(call):
+    """A spare tells its own status (`s STATUS PID`) just before it closes its output, once its
+    command has returned; that line is taken only once no writer is left on the output, and one
+    read before is dropped. Here another process writes it, with the running shell's pid, while
+    the shell still holds its output: the call goes on to its end and its own exit code."""
+    hostile(call, "(sleep 1; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <\"$s\" 2>/dev/null; "
+                  "[ \"$ppid\" = \"$zygote\" ] && printf 's 0 %s\\n' $pid >/proc/$zygote/fd/1; done) >/dev/null 2>&1 &")
+    res = run(call, "echo a; sleep 2; echo b; exit 5", timeout=30)
+    assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
+
+
+def test_a_commands_exit_trap_keeps_its_output_and_sees_its_status(call):
+    """A command that returned tells its status and closes its output at once, unless it set an
+    EXIT trap: that trap's output, both streams, is the call's, and it runs as it would have (its
+    $? the command's status, traced under set -x, after one `+ exit N` line of ours). No check of
+    ours fires an ERR trap, errexit or noclobber's refusal, or shows in a trace."""
+    res = forked(call, f"{ZYGOTE}; trap 'echo \"bye $?\"; echo err >&2' EXIT; trap 'echo ERR' ERR; echo a; (exit 3)")
+    assert res.meta["exit_code"] == 3 and res.text.startswith("a\nERR\nbye 3\nerr\n"), res.text
+    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; trap 'echo bye' EXIT; echo a")
+    assert res.meta["exit_code"] == 0, res.text
+    assert res.text.splitlines()[-4:] == ["a", "+ exit 0", "++ echo bye", "bye"], res.text
+    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; trap 'echo ERR' ERR; echo a")
+    assert res.meta["exit_code"] == 0 and res.text.splitlines()[-3:] == ["++ trap 'echo ERR' ERR", "++ echo a", "a"], res.text
+    assert text(call, "trap -p; echo next") == "next\n"  # and the next starts with no trap
+
+
 def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
     job = text(call, "sleep 600 >/dev/null 2>&1 & echo $!").strip()
     try:
@@ -397,3 +423,37 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     left = {p.name for p in tmp_path.iterdir()}
     assert not {names["dead"], names["dead2"], names["zombie"]} & left
     assert {names["live"], names["file"], names["link"], names["other"], "target"} <= left
+
+
+def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
+    """The spare's own `s` line gives its status once its output is over: here its zygote is
+    stopped, so the zygote's line can never come, and the status comes all the same (this waited
+    out its timeout before). A command with an EXIT trap keeps its output open for the trap and
+    tells nothing itself: its status waits for the zygote's line. A status is given out once."""
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+
+    def run_stopped(command: bytes):
+        """The command in a spare forked by z, which is stopped once the spare runs: (its output, the spare)."""
+        f = z.order()
+        assert f.ready(10)
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        assert f.give(command)
+        out = b""
+        while chunk := os.read(f.stdout.fd, 4096):
+            out += chunk
+        return out, f
+
+    try:
+        out, f = run_stopped(b"echo a; (exit 4)")
+        assert out == b"a\n" and f.wait(10) == 4
+        os.kill(z.proc.pid, signal.SIGCONT)
+        out, f = run_stopped(b"trap 'echo bye' EXIT; (exit 5)")
+        assert out == b"bye\n" and f.wait(0.5) is None
+        os.kill(z.proc.pid, signal.SIGCONT)
+        assert f.wait(10) == 5
+        assert z.ended == {} and z.told == {}
+    finally:
+        os.kill(z.proc.pid, signal.SIGCONT)
+        z.close()
