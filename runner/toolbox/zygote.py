@@ -45,8 +45,8 @@ import threading
 import time
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
-# What the spare does once its command has returned (not after `exit`, `exec` or a signal: then
-# only the zygote tells the status). With no EXIT trap set (`trap -p EXIT` into the zygote's
+# What the spare does once its command has returned (not after `exit`, `exec` or a signal, nor
+# for a command that names `trap`: then only the zygote tells the status; Forked.give). With no EXIT trap set (`trap -p EXIT` into the zygote's
 # scratch file, its fd 9, leaves it empty), it tells its own status on the zygote's pipe, `s STATUS
 # PID`, and closes its stdout and stderr: the call's output ends there, and the agent has the
 # status without waiting for the spare's exit (the kernel tears its memory down before it closes
@@ -74,8 +74,9 @@ TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/f
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
           "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; ( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 9>&-; '
-          'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; '
-          'eval "unset __runner_cmd __runner_d; SECONDS=0;$__runner_cmd"; ' + TAIL + ' ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
+          'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
+          'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"; ' + TAIL + '; else '
+          'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
@@ -471,8 +472,11 @@ class Forked:
         self.stdout.close()
 
     def give(self, data: bytes) -> bool:
-        """Its command (it fits an empty FIFO); at our close it reads EOF. False if the FIFO did not
-        take it all (something else filled it): then the spare is not used."""
+        """Its command (it fits an empty FIFO, with the byte before it); at our close it reads EOF.
+        False if the FIFO did not take it all (something else filled it): then the spare is not
+        used. The byte: `t`, run TAIL after it; `n`, a command that names `trap` (a DEBUG trap
+        would run before each command of TAIL, and an EXIT trap keeps TAIL from closing anyway)."""
+        data = (b"n" if b"trap" in data else b"t") + data
         try:
             done = os.write(self.cmd_fd, data) == len(data)
         except BlockingIOError:

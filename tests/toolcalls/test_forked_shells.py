@@ -286,18 +286,24 @@ def test_a_shells_own_status_line_written_by_another_process_does_not_end_a_call
 
 
 def test_a_commands_exit_trap_keeps_its_output_and_sees_its_status(call):
-    """A command that returned tells its status and closes its output at once, unless it set an
-    EXIT trap: that trap's output, both streams, is the call's, and it runs as it would have (its
-    $? the command's status, traced under set -x, after one `+ exit N` line of ours). No check of
-    ours fires an ERR trap, errexit or noclobber's refusal, or shows in a trace."""
-    res = forked(call, f"{ZYGOTE}; trap 'echo \"bye $?\"; echo err >&2' EXIT; trap 'echo ERR' ERR; echo a; (exit 3)")
-    assert res.meta["exit_code"] == 3 and res.text.startswith("a\nERR\nbye 3\nerr\n"), res.text
-    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; trap 'echo bye' EXIT; echo a")
+    """A command that returned tells its status and closes its output at once (zygote.TAIL),
+    unless it set an EXIT trap: that trap's output, both streams, is the call's, and it runs as it
+    would have (its $? the command's status). A command that names `trap` runs no TAIL (nor do its
+    DEBUG trap's runs show it); one that sets a trap another way (here through a variable) is
+    looked at before the output is closed: its trap is traced under set -x after one `+ exit N`
+    line of ours, and no check of ours fires its ERR trap, errexit or noclobber's refusal."""
+    for trap in ("trap", "t=tr; ${t}ap"):
+        res = forked(call, f"{ZYGOTE}; {trap} 'echo \"bye $?\"; echo err >&2' EXIT; echo a; (exit 3)")
+        assert res.meta["exit_code"] == 3 and res.text.startswith("a\nbye 3\nerr\n"), (trap, res.text)
+    res = forked(call, f"{ZYGOTE}; trap 'echo dbg' DEBUG; echo a")
+    assert res.meta["exit_code"] == 0 and res.text == "dbg\na\n", res.text
+    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; t=tr; ${{t}}ap 'echo bye' EXIT; echo a")
     assert res.meta["exit_code"] == 0, res.text
     assert res.text.splitlines()[-4:] == ["a", "+ exit 0", "++ echo bye", "bye"], res.text
-    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; trap 'echo ERR' ERR; echo a")
-    assert res.meta["exit_code"] == 0 and res.text.splitlines()[-3:] == ["++ trap 'echo ERR' ERR", "++ echo a", "a"], res.text
-    assert text(call, "trap -p; echo next") == "next\n"  # and the next starts with no trap
+    res = forked(call, f"{ZYGOTE}; set -eux -o noclobber; t=tr; ${{t}}ap 'echo ERR' ERR; echo a")
+    assert res.meta["exit_code"] == 0, res.text
+    assert res.text.splitlines()[-3:] == ["++ trap 'echo ERR' ERR", "++ echo a", "a"], res.text
+    assert text(call, "echo next") == "next\n"
 
 
 def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
@@ -449,7 +455,7 @@ def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
         out, f = run_stopped(b"echo a; (exit 4)")
         assert out == b"a\n" and f.wait(10) == 4
         os.kill(z.proc.pid, signal.SIGCONT)
-        out, f = run_stopped(b"trap 'echo bye' EXIT; (exit 5)")
+        out, f = run_stopped(b"t=tr; ${t}ap 'echo bye' EXIT; (exit 5)")
         assert out == b"bye\n" and f.wait(0.5) is None
         os.kill(z.proc.pid, signal.SIGCONT)
         assert f.wait(10) == 5
