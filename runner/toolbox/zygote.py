@@ -46,9 +46,9 @@ import time
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # What the spare does once its command has returned (not after `exit`, `exec` or a signal, nor
-# for a command that names `trap`: then only the zygote tells the status; Forked.give). With no EXIT trap set (`trap -p EXIT` into the zygote's
-# scratch file, its fd 9, leaves it empty), it tells its own status on the zygote's pipe, `s STATUS
-# PID`, and closes its stdout and stderr: the call's output ends there, and the agent has the
+# for a command that names `trap`: then only the zygote tells the status; Forked.give). With no
+# EXIT trap set (`trap -p EXIT` into the zygote's scratch file, its fd 9, leaves it empty), it
+# tells its own status on the zygote's pipe, `s STATUS PID`, and closes its stdout and stderr: the call's output ends there, and the agent has the
 # status without waiting for the spare's exit (the kernel tears its memory down before it closes
 # its descriptors) and the zygote's wake-up. With an EXIT trap the trap's output must still reach
 # the call, so nothing is closed. All of it but the `exit` is one test whose stderr is closed: no
@@ -286,21 +286,21 @@ class Zygote:
         own just before it closes the output, so such a line is another process's (or, read in
         those microseconds, the spare's own: its status then comes from the zygote)."""
         def found():
-            rc = self.ended.get(pid)
-            if rc is None and told:
-                rc = self.told.get(pid)
-            return self._left(pid) if rc is None else rc
+            if pid in self.ended:
+                return self.ended.pop(pid)
+            if told and pid in self.told:
+                self.taken_told = pid  # its `x`, which follows, is not kept
+                return self.told.pop(pid)
+            return self._left(pid)
 
         with self.lock:
             try:
-                rc = self._await(found, timeout)
+                return self._await(found, timeout)
             except ZygoteError:
                 return -signal.SIGKILL
-            if rc is not None and self.ended.pop(pid, None) is None and self.told.get(pid) == rc:
-                self.taken_told = pid  # its `x`, which follows, is not kept
-            if rc is not None or not told:
-                self.told.pop(pid, None)
-            return rc
+            finally:
+                if not told:
+                    self.told.pop(pid, None)
 
     def _left(self, pid: int):
         """A spare that stopped and has ended since (say, killed at its timeout): its status went
@@ -368,16 +368,15 @@ class Zygote:
                 if token != self.current_token:
                     return  # another spare's (one a forged token made), or not the zygote's line
                 code = int(status)  # bash's 128+N for a signal N, as Popen gives it: -N
-                self.told.pop(self.current, None)
                 if _ended(self.current):
                     if self.current != self.taken_told:  # else its status was given out already
                         self.ended[self.current] = -(code - 128) if code > 128 else code
-                    self.taken_told = None
                 elif code > 128:  # it stopped: the zygote waits for it no more, and will not tell its end
                     self.left = self.current
                 else:
                     return  # not the zygote's line
-                self.current = None
+                self.told.pop(self.current, None)
+                self.current, self.taken_told = None, None
         except (ValueError, IndexError, OSError):
             pass
 
