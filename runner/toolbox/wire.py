@@ -3,10 +3,11 @@ authenticated, every line bounded.
 
 Processes in the sandbox are hostile and may reach the agent's pipes (docker-init holds the
 container's stdio; gVisor lets a same-uid process open /proc/PID/fd/* of any process). So after
-the hello, which carries a fresh random key, every line is `MAC BODY\n`: MAC is HMAC-SHA256, in
-hex, over the line's sequence number and its body, with one key per direction. A line written,
-replayed, dropped or stolen by anything but the other end breaks the chain, and the reader stops
-trusting the channel: the controller replaces the sandbox, the agent exits.
+the hello, which carries a fresh random key, every line is `MAC BODY\n`: MAC is 32 bytes in hex
+over the line's sequence number and its body, with one key per direction: keyed BLAKE2b for a
+body under SMALL_BODY bytes, HMAC-SHA256 for a longer one. A line written, replayed, dropped or
+stolen by anything but the other end breaks the chain, and the reader stops trusting the
+channel: the controller replaces the sandbox, the agent exits.
 """
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ import json
 
 MAX_LINE = 64 * 1024 * 1024  # bytes of one line either way; the largest result the agent sends
 MAC_HEX = 64
+# Bodies shorter than this get a keyed BLAKE2b MAC, longer ones HMAC-SHA256. Each end's first MAC
+# after a pause is what a call pays (four of them on its path): there BLAKE2b took 22-29 us and
+# HMAC-SHA256 (OpenSSL) 62-72 us, cold (a 200-byte body, 50 ms after the last); warm 0.8 against
+# 1.7 us. From ~4 KiB SHA-NI is ahead (64 KiB: 38 against 70 us), which a flood of output is made of.
+SMALL_BODY = 4096
 TO_AGENT, FROM_AGENT = b"controller->agent", b"agent->controller"
 
 
@@ -33,29 +39,36 @@ def encode(msg: dict) -> bytes:
     return json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
 
 
-class Signer:
-    """Frames outgoing messages of one direction. Callers serialise calls to frame() and the
-    write of its line (the sequence number is the order on the wire)."""
+class _Chain:
+    """The MACs of one direction's lines, in order: seq is the next line's number."""
 
     def __init__(self, key: bytes) -> None:
         self.key = key
+        self.small_key = hmac.new(key, b"blake2b", hashlib.sha256).digest()  # its own key for BLAKE2b
         self.seq = 0
+
+    def _mac(self, body: bytes) -> bytes:
+        data = self.seq.to_bytes(8, "big") + body
+        if len(body) < SMALL_BODY:
+            return hashlib.blake2b(data, key=self.small_key, digest_size=32).hexdigest().encode()
+        return hmac.new(self.key, data, hashlib.sha256).hexdigest().encode()
+
+
+class Signer(_Chain):
+    """Frames outgoing messages of one direction. Callers serialise calls to frame() and the
+    write of its line (the sequence number is the order on the wire)."""
 
     def frame(self, msg: dict) -> bytes:
         return self.frame_body(encode(msg))
 
     def frame_body(self, body: bytes) -> bytes:
-        mac = hmac.new(self.key, self.seq.to_bytes(8, "big") + body, hashlib.sha256).hexdigest().encode()
+        mac = self._mac(body)
         self.seq += 1
         return mac + b" " + body + b"\n"
 
 
-class Verifier:
+class Verifier(_Chain):
     """Checks incoming lines of one direction, in order."""
-
-    def __init__(self, key: bytes) -> None:
-        self.key = key
-        self.seq = 0
 
     def open(self, line: bytes) -> dict:
         """The message of one line (without its newline); WireError if it is not the next
@@ -63,8 +76,7 @@ class Verifier:
         mac, sep, body = line.partition(b" ")
         if not sep or len(mac) != MAC_HEX:
             raise WireError(f"line {self.seq} is not framed (no MAC; {len(line)} bytes)")
-        want = hmac.new(self.key, self.seq.to_bytes(8, "big") + body, hashlib.sha256).hexdigest().encode()
-        if not hmac.compare_digest(mac, want):
+        if not hmac.compare_digest(mac, self._mac(body)):
             raise WireError(f"line {self.seq} failed authentication: it was written, replayed or reordered by "
                             "something other than the other end, or a line before it was stolen")
         self.seq += 1
