@@ -60,6 +60,8 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/fd/9 ]] && '
         'printf "s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1 && set +x; }} 2>&-; then exec >&- 2>&-; fi; '
         'exit "$__runner_s"')
+# The call's command (after the byte Forked.give puts before it), with the spare's variables gone.
+RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # One line (a command's $LINENO counts from the eval). The zygote traps signals with a handler, not
 # ignores them: `kill` of it by a call does nothing, and a fork gets the defaults back (an ignored
 # signal would stay ignored in every call). Job control (set -m) gives each spare its own process
@@ -75,8 +77,7 @@ SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while 
           "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; ( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
-          'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"; ' + TAIL + '; else '
-          'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
+          + RUN + '; ' + TAIL + '; else ' + RUN + '; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
