@@ -5,6 +5,7 @@ points at a fresh directory so the user place (~/.config/runner/tools) is the te
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,30 @@ def home(tmp_path, monkeypatch):
     h.mkdir()
     monkeypatch.setenv("HOME", str(h))
     return h
+
+
+@pytest.fixture(autouse=True)
+def _discoveries(request, monkeypatch):
+    """Every discovery of the test's runners (seconds, tools found, errors), shown when it fails:
+    twice in CI a local discovery came back without tools that were there, and said nothing."""
+    seen = request.node.custom_discoveries = []
+    real = Runner._discover
+
+    def recording(self):
+        t0 = time.monotonic()
+        cat = real(self)
+        seen.append((round(time.monotonic() - t0, 3), sorted(cat.tools), cat.errors))
+        return cat
+
+    monkeypatch.setattr(Runner, "_discover", recording)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    rep = (yield).get_result()
+    if rep.failed and getattr(item, "custom_discoveries", None):
+        rep.sections.append(("custom tool discoveries (seconds, tools, errors)",
+                             "\n".join(repr(d) for d in item.custom_discoveries)))
 
 
 @pytest.fixture(params=["local", "docker"])
