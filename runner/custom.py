@@ -353,7 +353,9 @@ def _holds_tools(ws: Path, folder: Path) -> bool:
     """Whether a folder holds what runner may take for a tool, judged on the controller without
     running or following anything: a link counts (the sandbox follows it in its own view), a
     regular file by the sandbox's rules applied to its name, x bit and first bytes (a bounded
-    read), anything else (FIFO, socket, device, directory) does not."""
+    read), anything else (FIFO, socket, device, directory) does not. What cannot be read here
+    counts (the sandbox looks, and says why it could not), so no tool vanishes without a word;
+    a link on the way to the folder (UnsafePath, said by places()) does not."""
     import stat
 
     from .toolbox.custom import HEAD, classify_head
@@ -367,10 +369,12 @@ def _holds_tools(ws: Path, folder: Path) -> bool:
                     return True
                 if stat.S_ISREG(st.st_mode):
                     head = d.read_head(name, HEAD)
-                    if head is not None and classify_head(name, head, bool(st.st_mode & 0o111)):
+                    if head is None or classify_head(name, head, bool(st.st_mode & 0o111)):
                         return True
-    except (OSError, ValueError):
+    except ValueError:  # UnsafePath among them
         return False
+    except OSError:
+        return True
     return False
 
 

@@ -131,15 +131,12 @@ def _head(path: str) -> bytes:
 
 
 def classify(path: str) -> str | None:
-    """The format of a file in a tools folder, or None when it is not a tool."""
+    """The format of a file in a tools folder, or None when it is not a tool. OSError when it
+    is a file that cannot be read: its tool would vanish without a word."""
     name = os.path.basename(path)
     if name.startswith(".") or name.endswith(".md") or not os.path.isfile(path):
         return None
-    try:
-        head = _head(path)
-    except OSError:
-        return None
-    return classify_head(name, head, os.access(path, os.X_OK))
+    return classify_head(name, _head(path), os.access(path, os.X_OK))
 
 
 def classify_head(name: str, head: bytes, executable: bool) -> str | None:
@@ -388,7 +385,12 @@ def describe(ctx: Ctx, args: dict) -> dict:
             continue
         for n in names:
             path = os.path.join(d, n)
-            kind = classify(path)
+            try:
+                kind = classify(path)
+            except OSError as e:
+                errors.append({"place": place["place"], "path": path, "kind": "-",
+                               "error": f"this tool could not be read: {e.strerror or e}"})
+                continue
             if kind:
                 jobs.append((order, place["place"], kind, path, None))
     for ep in args.get("python") or []:  # ordered by the controller, like the places

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from runner import Runner
+
 from .conftest import PLUGIN, install, script
 
 DESCRIBE = '#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then\n%s\nexit 0\nfi\necho ran\n'
@@ -112,3 +116,35 @@ def test_output_is_redacted_and_each_call_audited(make_runner, workspace, tmp_pa
     assert [(x["tool"], x["status"], x["error_type"]) for x in recs] == [("leak", "ok", None),
                                                                          ("leak", "error", "validation")]
     assert "s3cr3t" not in log.read_text()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_tool_the_sandbox_cannot_read_is_named_with_why(workspace):
+    """A tool file the sandbox's user may not read is said in custom_errors, not dropped
+    without a word (this machine's root reads it, so it is described in the sandbox)."""
+    script(workspace / "tools", "locked.sh", DESCRIBE % "echo '{}'", mode=0o000)
+    install(workspace / "tools", "executable/stamp")
+    with Runner(executor="docker", workspace=workspace) as r:
+        assert "stamp" in {s.name for s in r.tools()}
+        why = {e["path"].rsplit("/", 1)[-1]: e["error"] for e in r.custom_errors()}
+    assert "locked.sh" in why, why
+    assert "could not be read" in why["locked.sh"] and "Permission denied" in why["locked.sh"], why
+
+
+def test_what_this_machine_cannot_read_still_has_the_sandbox_look(tmp_path, monkeypatch):
+    """The controller's look before starting a sandbox never decides alone that there is no
+    tool: a tool file it cannot read, or a folder it cannot open, counts (the sandbox then says
+    why). Root reads everything here, so the refusals are made for the test."""
+    from runner import custom, wspath
+
+    folder = tmp_path / "tools"
+    script(folder, "t.sh", DESCRIBE % "echo '{}'")
+    assert custom._holds_tools(tmp_path / "ws", folder)
+    monkeypatch.setattr(wspath.DirFd, "read_head", lambda self, name, limit: None)
+    assert custom._holds_tools(tmp_path / "ws", folder)
+
+    def refused(ws, f):
+        raise PermissionError(13, "Permission denied", str(f))
+
+    monkeypatch.setattr(custom, "_open_folder", refused)
+    assert custom._holds_tools(tmp_path / "ws", folder)
