@@ -28,6 +28,7 @@ apart from the plugin processes, so they work in per-call sandboxes too.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -134,7 +135,11 @@ def classify(path: str) -> str | None:
     """The format of a file in a tools folder, or None when it is not a tool. OSError when it
     is a file that cannot be read: its tool would vanish without a word."""
     name = os.path.basename(path)
-    if name.startswith(".") or name.endswith(".md") or not os.path.isfile(path):
+    if name.startswith(".") or name.endswith(".md"):
+        return None
+    if not os.path.isfile(path):
+        if os.path.islink(path) and not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, "it is a link to nothing that is here")
         return None
     return classify_head(name, _head(path), os.access(path, os.X_OK))
 

@@ -148,3 +148,12 @@ def test_what_this_machine_cannot_read_still_has_the_sandbox_look(tmp_path, monk
 
     monkeypatch.setattr(custom, "_open_folder", refused)
     assert custom._holds_tools(tmp_path / "ws", folder)
+
+
+def test_a_link_to_nothing_in_a_tool_folder_is_named(make_runner, workspace):
+    install(workspace / "tools", "executable/stamp")
+    (workspace / "tools" / "ghost").symlink_to("/nonexistent/runner-test-ghost")
+    r = make_runner()
+    assert "stamp" in {s.name for s in r.tools()}
+    why = {e["path"].rsplit("/", 1)[-1]: e["error"] for e in r.custom_errors()}
+    assert "link to nothing" in why.get("ghost", ""), why
