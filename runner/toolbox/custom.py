@@ -36,7 +36,6 @@ import shlex
 import signal
 import subprocess
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 from . import harnesses, plugins, procs
 from .context import Ctx, ToolError
@@ -427,12 +426,37 @@ def describe(ctx: Ctx, args: dict) -> dict:
         return found, []
 
     tools = []
-    if jobs:
-        with ThreadPoolExecutor(max_workers=min(8, len(jobs))) as pool:
-            for found, errs in pool.map(work, jobs):
-                tools += found
-                errors += errs
+    for found, errs in _on_threads(work, jobs, 8):
+        tools += found
+        errors += errs
     return {"content": {"tools": tools, "errors": errors}, "meta": {}}
+
+
+def _on_threads(fn, jobs: list, most: int) -> list:
+    """[fn(job) for job in jobs], on at most `most` threads. Not concurrent.futures: its first
+    import (and that of logging, which it imports) registers fork hooks that take a lock before
+    a fork and release it after; imported while the zygote's thread forks (preexec_fn runs the
+    hooks), the release came without the take and freed the lock a describe held ("release
+    unlocked lock": every custom tool of the session lost, once in a few CI runs)."""
+    results: list = [None] * len(jobs)
+    todo = iter(range(len(jobs)))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            results[i] = fn(jobs[i])
+
+    threads = [threading.Thread(target=worker, name="runner-agent-describe", daemon=True)
+               for _ in range(min(most, len(jobs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
 
 
 # -- running -------------------------------------------------------------------------------------

@@ -55,3 +55,20 @@ def test_the_bootstrap_imports_no_importlib_abc_and_no_site():
     loaded = {line.rsplit("|", 1)[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
     assert "runner_agent.server" in loaded  # the measurement saw the agent's own imports
     assert not loaded & {"importlib.abc", "importlib.resources", "site", "pathlib", "zipfile"}, sorted(loaded)
+
+
+def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbalance():
+    """logging and concurrent.futures register fork hooks that take a lock before a fork and
+    release it after. The zygote's thread forks with a preexec_fn, which runs those hooks: a
+    first import of either in another thread while that fork was under way added the release
+    without the take, and it freed the lock a custom_describe held (RuntimeError: release
+    unlocked lock, every custom tool of the session lost, in CI). Every tool module of the
+    agent, loaded as the agent loads them, must pull in neither."""
+    code = bundle.BOOTSTRAP.replace(
+        "runner_agent.server.main()",
+        "[__import__('runner_agent.' + m) for m in runner_agent.server.MODULES]\n"
+        "print(sorted(m for m in sys.modules if m in ('logging', 'concurrent.futures') or m.startswith('concurrent.')))")
+    argv = bundle.argv(sys.executable)
+    out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    assert out.stdout.decode().strip() == "[]"
