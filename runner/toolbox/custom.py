@@ -132,7 +132,8 @@ def _head(path: str) -> bytes:
 
 def classify(path: str) -> str | None:
     """The format of a file in a tools folder, or None when it is not a tool. OSError when it
-    is a file that cannot be read: its tool would vanish without a word."""
+    is a file that cannot be read, or a link to nothing here: its tool would vanish without a
+    word."""
     name = os.path.basename(path)
     if name.startswith(".") or name.endswith(".md"):
         return None
