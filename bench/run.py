@@ -195,7 +195,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
-    ap.add_argument("--only", default="", help="comma-separated sections: exec,tools,custom,density,throughput,memory,peers,serve")
+    ap.add_argument("--only", default="", help="comma-separated sections: exec,tools,steps,custom,density,throughput,memory,peers,serve")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -227,10 +227,11 @@ def main() -> None:
         sections.extend(out)
         print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
 
-    from bench import custom, flood, peers, scale, tools
+    from bench import custom, flood, peers, scale, steps, tools
 
     step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
     step("tools", lambda: tools.tools_section(n, results))
+    step("steps", lambda: steps.steps_section(n))
     if not args.quick:
         step("custom", lambda: [(t, r, []) for t, r in custom.custom_section(n)])
     step("density", lambda: scale.density_section(n, args.quick, results))
