@@ -9,9 +9,12 @@ test suite; no thresholds here, only figures.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +26,13 @@ LABEL = "runner.bench=1"
 HARDENED = ["--network", "none", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--read-only",
             "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m", "--pids-limit", "256", "--memory", "512m",
             "--memory-swap", "512m", "--cpus", "1", "--user", "1000:1000", "--log-driver", "none", "--init"]
+
+
+def workspace(prefix: str) -> Path:
+    """A fresh temporary workspace for a section, removed when the bench ends."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def loadavg() -> str:

@@ -9,13 +9,12 @@ import os
 import resource
 import statistics
 import subprocess
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.run import HARDENED, IMAGE, LABEL, timed
+from bench.run import HARDENED, IMAGE, LABEL, timed, workspace
 
 GIB = 1024 ** 3
 
@@ -64,7 +63,7 @@ def density_section(n: int, quick: bool, results: dict):
     from runner import Runner
 
     levels = [1, 10] if quick else [1, 10, 50]
-    ws = Path(tempfile.mkdtemp(prefix="runner-bench-density-"))
+    ws = workspace("runner-bench-density-")
     rows, notes = [], []
     live: list = []
     lock = threading.Lock()
@@ -157,7 +156,7 @@ def throughput_section(n: int, quick: bool, results: dict):
     host = {"network_mode": "none", "cap_drop": ["ALL"], "security_opt": ["no-new-privileges:true"], "read_only": True,
             "pids_limit": 256, "mem_limit": "512m", "nano_cpus": 10 ** 9, "log_config": {"type": "none", "config": {}},
             "tmpfs": {"/tmp": "rw,nosuid,nodev,size=64m"}}
-    ws = Path(tempfile.mkdtemp(prefix="runner-bench-rate-"))
+    ws = workspace("runner-bench-rate-")
     notes = []
     try:
         for clients in (1, 4):
@@ -197,7 +196,7 @@ def flat_memory_section(n: int, quick: bool, results: dict):
     from runner import Runner
 
     size = 100 * 10 ** 6 if quick else 10 ** 9
-    ws = Path(tempfile.mkdtemp(prefix="runner-bench-flood-"))
+    ws = workspace("runner-bench-flood-")
     notes = []
     try:
         with Runner(executor="docker", workspace=ws, preset="all") as r:

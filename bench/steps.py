@@ -7,9 +7,9 @@ as the section failing, not as a wrong figure."""
 from __future__ import annotations
 
 import statistics
-import tempfile
 import time
-from pathlib import Path
+
+from bench.run import workspace
 
 
 def _wrap(owner, name: str, label: str, now: list) -> tuple:
@@ -58,7 +58,7 @@ def steps_section(n: int):
              _wrap(Runner, "_compose", "composing the result", now),
              _wrap(AuditLog, "record_result", "audit record", now)]
     try:
-        with Runner(executor="docker", workspace=Path(tempfile.mkdtemp(prefix="runner-bench-")), preset="all") as r:
+        with Runner(executor="docker", workspace=workspace("runner-bench-steps-"), preset="all") as r:
             made.append(_wrap(r.store, "sink", "output sink", now))
             b2b = _calls(r, n * 100, 0.0, now)
             paced = _calls(r, n * 15, 0.05, now)

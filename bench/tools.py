@@ -4,11 +4,9 @@ from __future__ import annotations
 import resource
 import statistics
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
-from bench.run import IMAGE, LABEL, run, timed, timed_together
+from bench.run import IMAGE, LABEL, run, timed, timed_together, workspace
 
 
 def _cpu_here(since: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
@@ -40,7 +38,7 @@ def paced(fn, n: int, gap: float = 0.05, warmup: int = 3) -> list[float]:
 def tools_section(n: int, results: dict):
     from runner import Runner
 
-    ws = Path(tempfile.mkdtemp(prefix="runner-bench-"))
+    ws = workspace("runner-bench-")
     (ws / "a.txt").write_text("".join(f"line {i}\n" for i in range(200)))
     calls = n * 10
     rows_call, rows_start, rows_rate = [], [], []
