@@ -85,6 +85,7 @@ class Runner:
         self._host_exec = None
         self._lock = threading.RLock()
         self._count = 0
+        self._guard_ctx = None  # guards.Context, made on the first call (_guards)
         self._closed = False
 
     @property
@@ -195,7 +196,8 @@ class Runner:
             result = (self.dialect.call(self, tool, args, call_id, meta) if self.dialect is not None
                       else self._call(tool, args, call_id, meta))
             result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
-            result.content = ToolResult(content=self.redactor.redact_obj(result.content)).content
+            content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
+            result.content = content if isinstance(content, str) else ToolResult(content=content).content
             result.meta = self.redactor.redact_obj(result.meta)
             if self.audit is not None:
                 self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
@@ -263,12 +265,15 @@ class Runner:
                                 error_type=ErrorType.VALIDATION)
 
     def _guards(self):
-        """What the guard steps consult (runner/guards.py)."""
-        from . import guards
+        """What the guard steps consult (runner/guards.py): made once, it holds nothing that changes."""
+        if self._guard_ctx is None:
+            from . import guards
 
-        return guards.Context(policy=self.policy, session=self.session_id, limiter=self.limiter, approve=self._approve,
-                              check_writable=lambda path: self.guard.check_writable(self.placement.host_path(path.lstrip("@"))),
-                              over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
+            self._guard_ctx = guards.Context(
+                policy=self.policy, session=self.session_id, limiter=self.limiter, approve=self._approve,
+                check_writable=lambda path: self.guard.check_writable(self.placement.host_path(path.lstrip("@"))),
+                over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
+        return self._guard_ctx
 
     def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's

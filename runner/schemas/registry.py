@@ -1,6 +1,7 @@
 """The built-in tools: their specs, presets, and argument validation."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +107,7 @@ def all_specs() -> list[ToolSpec]:
     return list(SPECS.values())
 
 
+@functools.lru_cache(maxsize=64)  # asked on every call's gate: the same few names, an immutable answer
 def preset(name: str) -> frozenset[str]:
     """The tool names of a preset ('coding+git' joins presets)."""
     out: set[str] = set()
