@@ -53,10 +53,11 @@ def timed(fn, n: int, warmup: int = 1) -> list[float]:
     return out
 
 
-def timed_together(fns: list, n: int, warmup: int = 1, turn: int = 1) -> list[list[float]]:
+def timed_together(fns: list, n: int, warmup: int = 1, turn: int = 1, gap: float = 0.0) -> list[list[float]]:
     """timed() for several commands taking turns, `turn` runs of each per round: a figure and its
     floor then see the same load (the machine is shared), so their ratio holds when it moves.
-    A turn of many keeps calls back to back within it, and starts with `warmup` untimed runs."""
+    A turn of many keeps calls back to back within it, and starts with `warmup` untimed runs.
+    gap: seconds of sleep before each timed run (an agent thinks between its calls)."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -66,6 +67,8 @@ def timed_together(fns: list, n: int, warmup: int = 1, turn: int = 1) -> list[li
             for _ in range(warmup if turn > 1 else 0):
                 fn()
             for _ in range(turn):
+                if gap:
+                    time.sleep(gap)
                 t = time.perf_counter()
                 fn()
                 xs.append(time.perf_counter() - t)

@@ -22,19 +22,6 @@ def _cpu_of(container) -> float:
     return container.stats(stream=False, one_shot=True)["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
 
 
-def paced(fn, n: int, gap: float = 0.05, warmup: int = 3) -> list[float]:
-    """Like timed(), with `gap` seconds between calls (an agent thinks between its calls)."""
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(n):
-        time.sleep(gap)
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
 def tools_section(n: int, results: dict):
     from runner import Runner
 
@@ -48,11 +35,6 @@ def tools_section(n: int, results: dict):
     results["cpu_fork_parent"], results["cpu_fork_child"] = (x / (calls + 1) for x in _cpu_here(used))
     rows_call.append(("local fork+exec `sh -c 'echo hi'`", fork, None))
     results["fork"] = statistics.median(fork)
-    # the same fork with the same pauses as the paced calls below: after a pause every process
-    # wakes on a cold CPU (here a fork alone goes from ~0.7 to ~1.3 ms), so that is their floor
-    fork_paced = paced(lambda: run(["sh", "-c", "echo hi"]), calls)
-    rows_call.append(("local fork+exec `sh -c 'echo hi'`, 50 ms between", fork_paced, fork))
-    results["fork_paced"] = statistics.median(fork_paced)
     bash_fork = timed(lambda: run(["bash", "-c", "echo hi"]), calls)
     rows_call.append(("local fork+exec `bash -c 'echo hi'`", bash_fork, fork))
     cat_fork = timed(lambda: run(["cat", str(ws / "a.txt")]), calls)
@@ -82,17 +64,23 @@ def tools_section(n: int, results: dict):
                                                          lambda: r.call("bash", {"command": "echo hi"})],
                                                         1000, warmup=3, turn=100)
             read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
-            paced_bash = paced(lambda: r.call("bash", {"command": "echo hi"}), calls)
+            # 50 ms before each call, taking turns with the same fork at the same pace: after a
+            # pause every process wakes on a cold CPU (a fork alone goes from ~0.7 to ~1.4 ms
+            # here), so that fork is their floor, measured in the same minutes
+            fork_paced, paced_bash = timed_together([lambda: run(["sh", "-c", "echo hi"]),
+                                                     lambda: r.call("bash", {"command": "echo hi"})],
+                                                    calls, warmup=3, turn=10, gap=0.05)
         rows_call.append((f"Runner({executor}, per-session) echo tool: the round trip", echo, None))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs bash fork)", bash, bash_fork))
         rows_call.append((f"Runner({executor}, per-session) bash echo (vs sh fork)", bash, fork))
+        rows_call.append(("local fork+exec `sh -c 'echo hi'`, 50 ms between, in turns with the next", fork_paced, fork))
         rows_call.append((f"Runner({executor}) bash echo, 50 ms between (vs sh fork, same pace)", paced_bash, fork_paced))
         if executor == "docker":
             rows_call.append(("Runner(docker, per-session) bash echo (vs its fork in there)", bash, inside))
             rows_call.append(("Runner(docker) bash echo in turns of 100 with the sh fork (vs the fork's turns)",
                               bash_turns, fork_turns))
             results["bash_call"], results["fork_turns"] = statistics.median(bash_turns), statistics.median(fork_turns)
-            results["bash_call_paced"] = statistics.median(paced_bash)
+            results["bash_call_paced"], results["fork_paced"] = statistics.median(paced_bash), statistics.median(fork_paced)
         rows_call.append((f"Runner({executor}, per-session) read 200 lines (vs cat fork)", read, cat_fork))
 
     def start_only(pool_size):
