@@ -107,7 +107,6 @@ def density_section(n: int, quick: bool, results: dict):
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda r: r.close(), live))
         sweep()
-        subprocess.run(["rm", "-rf", str(ws)])
     return [("density: idle per-session sandboxes", rows, notes)]
 
 
@@ -187,7 +186,6 @@ def throughput_section(n: int, quick: bool, results: dict):
                          f"({m}): {ours / eng:.2f}x the engine")
     finally:
         sweep()
-        subprocess.run(["rm", "-rf", str(ws)])
     return [("throughput: per-call sandboxes per second against the engine's own rate", [], notes)]
 
 
@@ -226,7 +224,6 @@ def flat_memory_section(n: int, quick: bool, results: dict):
                      f"truncated={res.meta.get('truncated')}")
     finally:
         sweep()
-        subprocess.run(["rm", "-rf", str(ws)])
     return [("flat memory: a flood through bash, then `result` paging", [], notes)]
 
 

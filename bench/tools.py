@@ -129,7 +129,6 @@ def tools_section(n: int, results: dict):
         with Runner(executor="docker", workspace=ws, preset="all", lifecycle="per-call", pool_size=size) as rc:
             t = timed(lambda: rc.call("bash", {"command": "echo hi"}), n)
         rows_rate.append((f"per-call lifecycle, pool {size}: one call (s/call → {1 / (sum(t) / len(t)):.1f} calls/s)", t, None))
-    subprocess.run(["rm", "-rf", str(ws)])
     return [("tool calls: the full Runner against a local fork and docker exec", rows_call, []),
             ("sandbox start: with and without the warm pool", rows_start, []),
             ("per-call lifecycle: one call, each in a fresh sandbox", rows_rate, [])]
