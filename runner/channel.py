@@ -31,8 +31,9 @@ import os
 import shutil
 import socket
 import struct
-import tempfile
 import threading
+
+from . import piddirs
 
 BASE = "/run/runner-channel"  # short: a socket path has 108 bytes at most
 SANDBOX_DIR = "/run/runner-channel"
@@ -51,7 +52,7 @@ class Listener:
         st = os.lstat(BASE)
         if st.st_uid != 0 or st.st_mode & 0o022:
             raise OSError(f"{BASE} is not root's alone (owner {st.st_uid}, mode {st.st_mode & 0o777:o})")
-        self.dir = tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=BASE)
+        self.dir = piddirs.make("", BASE)
         self.path = os.path.join(self.dir, NAME)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -137,17 +138,4 @@ def refuse(engine: str) -> None:
 def sweep(dry_run: bool = False) -> list[tuple[str, str]]:
     """The directories of controllers that are gone (killed before their agent connected),
     removed unless dry_run: (path, why) of each."""
-    out = []
-    try:
-        names = os.listdir(BASE)
-    except OSError:
-        return out
-    for name in names:
-        pid = name.split("-", 1)[0]
-        path = os.path.join(BASE, name)
-        if not pid.isdigit() or os.path.exists(f"/proc/{pid}") or os.path.islink(path) or not os.path.isdir(path):
-            continue
-        if not dry_run:
-            shutil.rmtree(path, ignore_errors=True)
-        out.append((path, f"its controller (pid {pid}) is gone"))
-    return out
+    return piddirs.sweep(BASE, "", dry_run)

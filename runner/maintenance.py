@@ -29,9 +29,10 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
 
     removed += reap_services(client, dry_run=dry_run)
     removed += _reap_shared_networks(client, dry_run)
-    from .channel import sweep  # agent sockets' directories of controllers killed before the agent connected
+    from . import channel, output  # what controllers killed mid-way left on this machine
 
-    removed += [(path, "channel", why) for path, why in sweep(dry_run)]
+    removed += [(path, "channel", why) for path, why in channel.sweep(dry_run)]  # agent sockets not yet taken
+    removed += [(path, "results", why) for path, why in output.sweep(dry_run)]  # their result stores
     return removed
 
 

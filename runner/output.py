@@ -5,15 +5,20 @@ from __future__ import annotations
 import bisect
 import shutil
 import tempfile
+import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from . import piddirs
 
 STREAM_MAX_CHARS = 30_000  # bash/exec: TOOLS.md
 STREAM_MAX_LINES = 256
 OTHER_MAX_CHARS = 64 * 1024  # any other tool: read pages at 50 KiB on its own
 TAIL_WINDOW = 256 * 1024  # bytes read back from the end of a spill to build the tail
 PAGE_CHUNK = 1024 * 1024  # bytes read at a time when paging through a spill
+DIR_PREFIX = "runner-results-"  # then the pid of the controller that made it
 MARK_EVERY = 1024 * 1024  # a spill's line index notes where a line starts about every this many bytes
 
 
@@ -27,11 +32,24 @@ class ResultStore:
     """Full outputs of one session, one file per call id; removed when the session closes."""
 
     def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="runner-results-"))
+        self._dir: Path | None = None  # made on the first spill: most sessions never spill
+        self._removal = None  # weakref.finalize that removes it: at close, at collection or at exit
+        self._dir_lock = threading.Lock()
         self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
         # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
         # progress. It runs on the thread that reads the tool's output and must not raise.
         self.on_output: Callable[[str, str], None] | None = None
+
+    @property
+    def dir(self) -> Path:
+        """The store's directory (`runner-results-<pid>-...` in the temp dir), made on first use.
+        A store never closed (its Runner was not) removes it when it is collected or the process
+        exits; what a killed process left, `runner gc` removes (sweep)."""
+        with self._dir_lock:
+            if self._dir is None:
+                self._dir = Path(piddirs.make(DIR_PREFIX))
+                self._removal = weakref.finalize(self, shutil.rmtree, str(self._dir), ignore_errors=True)
+            return self._dir
 
     def path(self, call_id: str) -> Path:
         safe = "".join(ch for ch in call_id if ch.isalnum() or ch in "-_.")[:100] or "call"
@@ -51,6 +69,8 @@ class ResultStore:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
         holds at most `limit` lines and `max_chars` bytes of them (so at most that many
         characters), a longer line cut with a notice; the file is read in chunks, never whole."""
+        if self._dir is None:  # nothing spilled yet
+            return None
         p = self.path(call_id)
         if not p.exists():
             return None
@@ -112,7 +132,16 @@ class ResultStore:
         return text + f"\n[lines {offset}-{last} of {total}; end of output]"
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        with self._dir_lock:
+            removal, self._removal, self._dir = self._removal, None, None
+        if removal is not None:
+            removal()
+
+
+def sweep(dry_run: bool = False) -> list[tuple[str, str]]:
+    """The result stores of controllers that are gone (killed before they could close them),
+    removed unless dry_run: (path, why) of each."""
+    return piddirs.sweep(tempfile.gettempdir(), DIR_PREFIX, dry_run)
 
 
 class OutputSink:

@@ -1,11 +1,13 @@
 """The controller SIGKILLed mid-call, with a warm pool and an allowlist-mode session: afterwards
-`runner gc` removes every container, network, egress proxy and firewall rule it left."""
+`runner gc` removes every container, network, egress proxy, firewall rule and result store it left."""
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -27,6 +29,7 @@ CONTROLLER = textwrap.dedent("""
                     overrides={"network.mode": "allowlist", "network.allow": ["198.51.100.1:443"]}).start()
     session = Runner(workspace=ws, lifecycle="per-session").start()
     print(pooled.session_id, session.session_id, flush=True)
+    assert session.call("bash", {"command": "seq 1000"}).meta["truncated"]  # kept whole in its result store
     for r, mark in ((session, "s"), (pooled, "p")):
         threading.Thread(target=r.call, args=("bash", {"command": f"touch {mark}.started; exec sleep 600"})).start()
     # Killed only once nothing is on its way to the engine: both calls run, the pool is full again.
@@ -55,6 +58,10 @@ def _left(docker_client, sessions) -> dict:
     }
 
 
+def _stores(pid: int) -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"runner-results-{pid}-*"))
+
+
 def test_controller_sigkilled_mid_call_then_gc_removes_everything(docker_client, workspace):
     p = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(workspace)], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -68,9 +75,12 @@ def test_controller_sigkilled_mid_call_then_gc_removes_everything(docker_client,
         left = _left(docker_client, sessions)
         # what the kill left: 2 sandboxes in calls, 2 warm ones, the proxy; 2 networks; the rules
         assert len(left["containers"]) == 5 and len(left["networks"]) == 2 and left["rules"], left
+        stores = _stores(p.pid)
+        assert len(stores) == 1, stores  # the session's result store, with the call's whole output
         gc = subprocess.run([RUNNER, "gc"], capture_output=True, text=True, timeout=300)
         assert gc.returncode == 0, gc.stderr
         assert _left(docker_client, sessions) == {"containers": [], "networks": [], "rules": []}, gc.stdout
+        assert _stores(p.pid) == [], gc.stdout
     finally:
         if p.poll() is None:
             p.kill()

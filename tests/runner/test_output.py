@@ -1,8 +1,14 @@
 """Controller-side output: spill to disk, head+tail truncation, paging with the result tool."""
 from __future__ import annotations
 
+import gc
+import os
+import subprocess
+import sys
+import tempfile
 import tracemalloc
 
+from runner import output
 from runner.output import Caps, ResultStore
 
 
@@ -76,9 +82,10 @@ def test_store_is_removed_on_close():
     sink = store.sink("c1", Caps(10, 2))
     sink.write("a\nb\nc\nd\n")
     sink.finish()
-    assert store.path("c1").exists()
+    made = store.path("c1")
+    assert made.exists()
     store.close()
-    assert not store.dir.exists()
+    assert not made.exists() and not made.parent.exists()
 
 
 def _spill(store, call_id: str, pieces: list[str]):
@@ -158,3 +165,76 @@ def test_the_store_keeps_an_index_for_spilled_outputs_only():
         assert list(store._indexes) == [store.path("big")]
     finally:
         store.close()
+
+
+def test_a_store_makes_its_directory_only_when_an_output_spills(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = ResultStore()
+    try:
+        sink = store.sink("small", Caps(100, 10))
+        sink.write("hi\n")
+        sink.finish()
+        assert store.page("small") is None and list(tmp_path.iterdir()) == []
+        _spill(store, "big", ["line\n"] * 100)
+        (made,) = tmp_path.iterdir()
+        assert made.name.startswith(f"runner-results-{os.getpid()}-") and (made / "big.out").is_file()
+        assert store.page("big", limit=1).startswith("line\n")
+    finally:
+        store.close()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_store_never_closed_removes_its_directory_when_collected(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = ResultStore()
+    _spill(store, "big", ["line\n"] * 100)
+    assert len(list(tmp_path.iterdir())) == 1
+    del store
+    gc.collect()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_process_that_exits_without_closing_its_runner_leaves_no_store(tmp_path):
+    """A Runner the program never closed (its store still referenced at exit) removes the store's
+    directory as the interpreter exits."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = ("import sys\nfrom runner import Runner\n"
+            "r = Runner(executor='local', workspace=sys.argv[1])\n"
+            "r.store.sink('c1', __import__('runner.output').output.Caps(10, 2)).write('x\\n' * 100)\n"
+            "print(r.store.dir)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(ws)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "TMPDIR": str(tmp)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(str(tmp / "runner-results-"))
+    assert list(tmp.iterdir()) == []
+
+
+def test_runner_gc_removes_the_result_stores_of_dead_controllers(tmp_path, monkeypatch):
+    """Only `runner-results-<pid>-...` directories of this user whose pid is gone: not a live
+    process's, not a symlink by that name (it could point anywhere), not another user's."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = tmp_path / f"runner-results-{dead.pid}-abc"
+    (gone / "sub").mkdir(parents=True)
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep").write_text("x")
+    (gone / "sub" / "link").symlink_to(target)  # a link inside is removed, never followed
+    live = tmp_path / f"runner-results-{os.getpid()}-abc"
+    live.mkdir()
+    link = tmp_path / f"runner-results-{dead.pid}-link"
+    link.symlink_to(target)
+    other = tmp_path / f"runner-results-{dead.pid}-other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    unrelated = tmp_path / f"runner-resultsX{dead.pid}-abc"
+    unrelated.mkdir()
+    assert output.sweep(dry_run=True) == [(str(gone), f"its controller (pid {dead.pid}) is gone")]
+    assert gone.is_dir()
+    assert output.sweep() == [(str(gone), f"its controller (pid {dead.pid}) is gone")]
+    assert not gone.exists() and (target / "keep").read_text() == "x"
+    assert live.is_dir() and link.is_symlink() and other.is_dir() and unrelated.is_dir()
