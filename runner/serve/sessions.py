@@ -255,6 +255,9 @@ class Sessions:
                 if remove_container(c["Id"]):
                     removed.append(c["Id"])
         remove_networks({sid for sid in rows})
+        from ..output import sweep  # result stores of dead controllers: the previous run's among them
+
+        sweep()
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 ws = self.workspace(tenant, sid)

@@ -3,7 +3,10 @@
 answers that it is gone, and no container is orphaned."""
 from __future__ import annotations
 
+import glob
+import os
 import signal
+import tempfile
 import threading
 
 import httpx
@@ -12,6 +15,10 @@ import pytest
 from .conftest import add_tenant, session_containers, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def _stores(pid: int) -> list[str]:
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"runner-results-{pid}-*"))
 
 
 def test_an_idle_session_ends_and_its_sandbox_and_workspace_go(start_server, data, policy_file, docker_client):
@@ -52,6 +59,9 @@ def test_a_server_killed_under_load_loses_no_session_and_orphans_no_container(st
                 r = c.post("/v1/sessions", json={})
                 assert r.status_code == 201
                 acked[r.json()["id"]] = t
+    with server.client(keys["k1"]) as c:  # an output kept whole in the session's result store
+        r = c.post(f"/v1/sessions/{next(iter(acked))}/calls", json={"tool": "bash", "args": {"command": "seq 1000"}})
+        assert r.status_code == 200 and r.json()["meta"]["truncated"], r.text
     stop = threading.Event()
     done = {sid: 0 for sid in acked}
 
@@ -81,10 +91,13 @@ def test_a_server_killed_under_load_loses_no_session_and_orphans_no_container(st
     # the dead server's sandboxes are still there until a server starts again
     left = [c for sid in acked for c in session_containers(docker_client, sid)]
     assert left and all(c["Labels"]["runner.owner.pid"] == str(old_pid) for c in left)
+    assert len(_stores(old_pid)) == 1
+
 
     again = start_server("--data", str(data))
     for sid in acked:  # reaped at start: their agents' channels died with the old process
         assert session_containers(docker_client, sid) == []
+    assert _stores(old_pid) == []  # and the result store it could not close
     for sid, t in acked.items():
         with again.client(keys[t]) as c:
             r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "wc -l < log.txt"}})
