@@ -3,10 +3,10 @@ login session), removed before this run starts.
 
 A run that ends normally removes everything it made (each fixture's own teardown). A killed run
 cannot: its network namespaces and veth pairs, the dockerd and sshd it started in them (they run
-in sessions of their own, so they outlive it), their data-roots, and the swarm it made the main
+in sessions of their own, so they outlive it), their data-roots, the swarm it made the main
 engine manager of (advertised on a veth that may be gone: the next run's worker then fails to
-join with "network is unreachable"). Everything the tests make carries the owner's pid in its
-name; what belongs to a pid that is no longer a live process is removed here, and nothing of a
+join with "network is unreachable"), and the images it imported. Everything the tests make
+carries the owner's pid in its name; what belongs to a pid that is no longer a live process is removed here, and nothing of a
 live one is touched (another test run on this machine, a helper's).
 """
 from __future__ import annotations
@@ -26,6 +26,8 @@ PREFIXES = ("runner-swarm-test", "runner-faults-test")
 VETH = re.compile(r"^(rswt|rft)(\d+)h$")
 TEST_NETS = ipaddress.ip_network("10.252.0.0/14")  # 10.252-10.255: the tests' veth /30s
 OWNED = re.compile(rf"^(?:{'|'.join(PREFIXES)})-(\d+)(?:-.*)?$")
+TEST_IMAGES = "runner-test"  # images the tests make: runner-test/NAME:pid<owner pid>
+IMAGE_TAG = re.compile(r"^pid(\d+)$")
 
 
 def owner_alive(pid: int) -> bool:
@@ -149,11 +151,24 @@ def sweep_swarm() -> list[str]:
     return [f"swarm advertised on {addr}"]
 
 
+def sweep_images() -> list[str]:
+    """The images the tests import under `runner-test/`, tagged `pid<owner>` (the busybox one of
+    tests/cli/conftest.py), whose run is dead."""
+    res = _run("docker", "images", "--filter", f"reference={TEST_IMAGES}/*", "--format", "{{.Repository}}:{{.Tag}}",
+               timeout=30)
+    removed = []
+    for ref in res.stdout.decode().split() if res.returncode == 0 else []:
+        m = IMAGE_TAG.match(ref.rsplit(":", 1)[-1])
+        if m and not owner_alive(int(m.group(1))) and _run("docker", "rmi", "--force", ref).returncode == 0:
+            removed.append(f"image {ref}")
+    return removed
+
+
 def sweep(engine: bool = True) -> list[str]:
     """Remove every leftover of dead test runs; return what was removed (for the log)."""
     if os.geteuid() != 0:
         return []
     removed = sweep_namespaces() + sweep_dirs()
     if engine:
-        removed += sweep_swarm()
+        removed += sweep_swarm() + sweep_images()
     return removed

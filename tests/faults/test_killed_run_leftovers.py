@@ -4,16 +4,18 @@ swarm advertised on a veth the killed run had made, and the next run's worker co
 what belongs to dead owners, and nothing of a live one."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
-from ..leftovers import sweep, sweep_swarm
+from ..leftovers import sweep, sweep_images, sweep_swarm
 from .privengine import PrivateEngine
 
 
@@ -101,3 +103,25 @@ def test_a_swarm_advertised_on_a_vanished_test_address_is_left(monkeypatch):
     finally:
         _cleanup(ns, host_if)
         eng.destroy()
+
+
+@pytest.mark.docker
+def test_a_dead_runs_test_images_are_removed(docker_client):
+    """An image a killed run imported (tests/cli/conftest.py's busybox is tagged with the run's
+    pid) is removed; a live run's, and a runner-test image with no owner in its tag, are not."""
+    dead, me = _dead_pid(), os.getpid()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        info = tarfile.TarInfo("tmp")
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+    refs = {tag: f"runner-test/leftover:{tag}" for tag in (f"pid{dead}", f"pid{me}", "kept")}
+    for tag in refs:
+        docker_client.api.import_image_from_data(buf.getvalue(), repository="runner-test/leftover", tag=tag)
+    try:
+        assert sweep_images() == [f"image {refs[f'pid{dead}']}"]
+        left = {t for i in docker_client.images.list(name="runner-test/leftover") for t in i.tags}
+        assert left == {refs[f"pid{me}"], refs["kept"]}
+    finally:
+        for ref in refs.values():
+            subprocess.run(["docker", "rmi", "--force", ref], capture_output=True)
