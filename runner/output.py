@@ -3,6 +3,7 @@ the answer, and kept whole for the session so the `result` tool can page through
 from __future__ import annotations
 
 import bisect
+import os
 import shutil
 import tempfile
 import threading
@@ -48,7 +49,7 @@ class ResultStore:
         with self._dir_lock:
             if self._dir is None:
                 self._dir = Path(piddirs.make(DIR_PREFIX))
-                self._removal = weakref.finalize(self, shutil.rmtree, str(self._dir), ignore_errors=True)
+                self._removal = weakref.finalize(self, _remove, str(self._dir), os.getpid())
             return self._dir
 
     def path(self, call_id: str) -> Path:
@@ -136,6 +137,13 @@ class ResultStore:
             removal, self._removal, self._dir = self._removal, None, None
         if removal is not None:
             removal()
+
+
+def _remove(path: str, owner: int) -> None:
+    """A store's removal, in the process that made it only: a child forked without exec that
+    exits normally runs its parent's exit hooks too, and must not take the parent's store."""
+    if os.getpid() == owner:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep(dry_run: bool = False) -> list[tuple[str, str]]:

@@ -238,3 +238,21 @@ def test_runner_gc_removes_the_result_stores_of_dead_controllers(tmp_path, monke
     assert output.sweep() == [(str(gone), f"its controller (pid {dead.pid}) is gone")]
     assert not gone.exists() and (target / "keep").read_text() == "x"
     assert live.is_dir() and link.is_symlink() and other.is_dir() and unrelated.is_dir()
+
+
+def test_a_forked_child_that_exits_leaves_its_parents_store(tmp_path):
+    """A child forked without exec (multiprocessing's fork, a library's) runs the exit hooks it
+    inherited when it exits normally: the parent's store must survive that, and go at its exit."""
+    code = ("import os, sys, tempfile\n"
+            "tempfile.tempdir = sys.argv[1]\n"
+            "from runner.output import Caps, ResultStore\n"
+            "s = ResultStore()\n"
+            "s.sink('c', Caps(10, 2)).write('x\\n' * 100)\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    sys.exit(0)\n"  # a normal exit: the inherited atexit hooks run
+            "os.waitpid(pid, 0)\n"
+            "assert 'lines 1-1 of 100' in (s.page('c', limit=1) or ''), 'the forked child removed the store'\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert list(tmp_path.iterdir()) == []
