@@ -3,11 +3,13 @@
 `get()` hands out a sandbox that nobody has used (from the pool when one is ready, else made
 now) and a background thread makes a replacement. A sandbox is never returned to the pool:
 each serves one session (or one call) and is then closed. `close()` empties the pool; it is
-also called at interpreter exit, and every container carries an expiry label for `runner gc`.
+also called at the exit of the process that made it, and every container carries an expiry label for
+`runner gc`.
 """
 from __future__ import annotations
 
 import atexit
+import os
 import queue
 import threading
 import weakref
@@ -26,6 +28,7 @@ class SandboxPool:
         self._lock = threading.Lock()
         self.errors: list[str] = []
         self._thread: threading.Thread | None = None
+        self._owner = os.getpid()  # a child forked without exec inherits the pool, not its sandboxes
         if self.size:
             for _ in range(self.size):
                 self._wanted.release()
@@ -88,5 +91,8 @@ _live: "weakref.WeakSet[SandboxPool]" = weakref.WeakSet()
 
 @atexit.register
 def _empty_pools() -> None:
+    """At exit, in the process that made them: a child forked without exec that exits normally
+    runs its parent's exit hooks too, and must not close (remove) the parent's sandboxes."""
     for pool in list(_live):
-        pool.close()
+        if pool._owner == os.getpid():
+            pool.close()

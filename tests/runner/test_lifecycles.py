@@ -54,6 +54,27 @@ def test_the_pool_is_emptied_when_its_owner_exits(tmp_path, docker_client):
     assert orphans == []
 
 
+def test_a_forked_child_that_exits_leaves_its_parents_pool(tmp_path, docker_client):
+    """A child forked without exec (multiprocessing's fork, a library's) runs the exit hooks it
+    inherited when it exits normally: the parent's warm sandboxes must survive that."""
+    script = (f"import os, sys, time\nfrom runner import Runner\n"
+              f"r = Runner(executor='docker', workspace={str(tmp_path)!r}, lifecycle='per-call', pool_size=2).start()\n"
+              "while r.session._pool.ready < 2: time.sleep(0.05)\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    sys.exit(0)\n"
+              "os.waitpid(pid, 0)\n"
+              "print(r.session._pool.ready, all(sb.alive for sb in list(r.session._pool._ready.queue)), flush=True)\n"
+              "print(r.call('bash', {'command': 'echo ok'}).text, flush=True)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert p.stdout.split("\n")[:2] == ["2 True", "ok"], p.stdout + p.stderr
+    from executors.docker.labels import orphan_reason
+
+    orphans = [c for c in docker_client.api.containers(all=True, filters={"label": "runner.managed=true"})
+               if orphan_reason(c["Labels"])]
+    assert orphans == []
+
+
 def test_files_belong_to_the_workspace_owner(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()
