@@ -3,8 +3,8 @@
 `get()` hands out a sandbox that nobody has used (from the pool when one is ready, else made
 now) and a background thread makes a replacement. A sandbox is never returned to the pool:
 each serves one session (or one call) and is then closed. `close()` empties the pool; it is
-also called at the exit of the process that made it, and every container carries an expiry label for
-`runner gc`.
+also called at the exit of the process that made it, and every container carries an expiry
+label for `runner gc`.
 """
 from __future__ import annotations
 
