@@ -36,6 +36,7 @@ class ResultStore:
         self._dir: Path | None = None  # made on the first spill: most sessions never spill
         self._removal = None  # weakref.finalize that removes it: at close, at collection or at exit
         self._dir_lock = threading.Lock()
+        self._owner = 0  # the pid that made the directory: only it removes it
         self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
         # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
         # progress. It runs on the thread that reads the tool's output and must not raise.
@@ -48,17 +49,19 @@ class ResultStore:
         exits; what a killed process left, `runner gc` removes (sweep)."""
         with self._dir_lock:
             if self._dir is None:
-                self._dir = Path(piddirs.make(DIR_PREFIX))
-                self._removal = weakref.finalize(self, _remove, str(self._dir), os.getpid())
+                made = Path(piddirs.make(DIR_PREFIX))
+                self._owner = os.getpid()
+                self._removal = weakref.finalize(self, _remove, str(made), self._owner)
+                self._dir = made
             return self._dir
 
     def path(self, call_id: str) -> Path:
-        safe = "".join(ch for ch in call_id if ch.isalnum() or ch in "-_.")[:100] or "call"
-        return self.dir / f"{safe}.out"
+        return self.dir / _file_name(call_id)
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
-        if self._indexes:  # an earlier output of this id: its index goes with it
-            self._indexes.pop(self.path(call_id), None)
+        d = self._dir
+        if self._indexes and d is not None:  # an earlier output of this id: its index goes with it
+            self._indexes.pop(d / _file_name(call_id), None)
 
         def kept(path: Path, index: LineIndex) -> None:  # only an output that spills is kept, with its index
             self._indexes[path] = index
@@ -70,9 +73,10 @@ class ResultStore:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
         holds at most `limit` lines and `max_chars` bytes of them (so at most that many
         characters), a longer line cut with a notice; the file is read in chunks, never whole."""
-        if self._dir is None:  # nothing spilled yet
+        d = self._dir
+        if d is None:  # nothing spilled yet (or the store is closed)
             return None
-        p = self.path(call_id)
+        p = d / _file_name(call_id)
         if not p.exists():
             return None
         out = bytearray()
@@ -133,10 +137,22 @@ class ResultStore:
         return text + f"\n[lines {offset}-{last} of {total}; end of output]"
 
     def close(self) -> None:
+        """Remove the directory. Idempotent, and a close cut short (a signal in the middle: the
+        Runner runs the step again) finishes the removal when it runs again."""
         with self._dir_lock:
-            removal, self._removal, self._dir = self._removal, None, None
-        if removal is not None:
-            removal()
+            d, removal = self._dir, self._removal
+        if d is None:
+            return
+        _remove(str(d), self._owner)  # here, not through the finalizer: it may have run (or be dead)
+        removal.detach()
+        with self._dir_lock:
+            if self._dir == d:
+                self._dir, self._removal = None, None
+                self._indexes.clear()
+
+
+def _file_name(call_id: str) -> str:
+    return ("".join(ch for ch in call_id if ch.isalnum() or ch in "-_.")[:100] or "call") + ".out"
 
 
 def _remove(path: str, owner: int) -> None:

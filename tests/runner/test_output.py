@@ -7,6 +7,9 @@ import subprocess
 import sys
 import tempfile
 import tracemalloc
+import weakref
+
+import pytest
 
 from runner import output
 from runner.output import Caps, ResultStore
@@ -255,4 +258,35 @@ def test_a_forked_child_that_exits_leaves_its_parents_store(tmp_path):
             "assert 'lines 1-1 of 100' in (s.page('c', limit=1) or ''), 'the forked child removed the store'\n")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_close_cut_short_finishes_the_removal_when_run_again(tmp_path, monkeypatch):
+    """Runner.close runs a step again when a signal cut it short: the store's second close
+    removes what the first did not."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    store = ResultStore()
+    _spill(store, "big", ["line\n"] * 100)
+    real = output._remove
+
+    def interrupted(path: str, owner: int) -> None:
+        monkeypatch.setattr(output, "_remove", real)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "_remove", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        store.close()
+    assert len(list(tmp_path.iterdir())) == 1
+    store.close()
+    assert list(tmp_path.iterdir()) == [] and store.page("big") is None
+
+
+def test_a_store_closed_after_the_exit_hooks_ran_is_still_removed(tmp_path, monkeypatch):
+    """A program's own exit hook that spills an output and closes its Runner runs after
+    weakref's exit hook, when a finalizer does nothing any more: close removes it itself."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(weakref.finalize, "_shutdown", True)
+    store = ResultStore()
+    _spill(store, "big", ["line\n"] * 100)
+    store.close()
     assert list(tmp_path.iterdir()) == []
