@@ -272,7 +272,9 @@ def gc(
     dry_run: bool = typer.Option(False, "--dry-run", help="only say what would be removed"),
     host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address"),
 ):
-    """Remove runner's containers whose owner is gone or whose expiry has passed."""
+    """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
+    their egress networks and swarm services, and the agent-socket directories and result stores
+    of controllers that were killed."""
     from .maintenance import gc as do_gc
 
     from .printable import printable
@@ -281,7 +283,7 @@ def gc(
     verb = "would remove" if dry_run else "removed"
     for cid, name, reason in removed:  # labels may hold a caller's session name
         typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
-    typer.echo(f"{verb} {len(removed)} container(s)")
+    typer.echo(f"{verb} {len(removed)} orphan(s)")
 
 
 @app.command()

@@ -93,7 +93,6 @@ def test_a_server_killed_under_load_loses_no_session_and_orphans_no_container(st
     assert left and all(c["Labels"]["runner.owner.pid"] == str(old_pid) for c in left)
     assert len(_stores(old_pid)) == 1
 
-
     again = start_server("--data", str(data))
     for sid in acked:  # reaped at start: their agents' channels died with the old process
         assert session_containers(docker_client, sid) == []
