@@ -176,6 +176,12 @@ def print_summary(results: dict, load_before: str) -> None:
                      f"the fork {fork * 1e3:.2f} ms (parent {results['cpu_fork_parent'] * 1e3:.2f} + child "
                      f"{results['cpu_fork_child'] * 1e3:.2f}): {ours / fork:.2f}x. Back to back the two sides "
                      "overlap; after a pause a call pays for all of it on a cold CPU")
+    if "bash_turn_ends" in results:
+        (bh, bt), (fh, ft) = results["bash_turn_ends"], results["fork_turn_ends"]
+        extra.append(f"in those turns, a call among the first 20 of its turn {bh * 1e3:.2f} ms, among the last 20 "
+                     f"{bt * 1e3:.2f} ms (the fork's: {fh * 1e3:.2f}, {ft * 1e3:.2f} ms). The ratio follows the last: "
+                     "how soon after the fork's turn the kernel runs the sandbox's processes on both CPUs again "
+                     "(settled, a call is ~0.6 ms; DESIGN.md)")
     if "call_with_1" in results:
         lv = [k for k in ("call_with_1", "call_with_10", "call_with_50") if k in results]
         extra.append("call latency with " + ", ".join(f"{k.split('_')[-1]} live: {results[k] * 1000:.2f} ms" for k in lv))

@@ -22,6 +22,17 @@ def _cpu_of(container) -> float:
     return container.stats(stream=False, one_shot=True)["cpu_stats"]["cpu_usage"]["total_usage"] / 1e9
 
 
+TURN = 100  # calls, then forks, at a time in the goal's back-to-back ratio
+
+
+def _ends(xs: list[float], k: int = 20) -> tuple[float, float]:
+    """Medians of the first k and the last k of each turn (xs: turns of TURN, in order). Calls
+    early in a turn, just after the fork's, run before the kernel has spread the sandbox's
+    processes over both CPUs again (DESIGN.md)."""
+    return (statistics.median(x for i, x in enumerate(xs) if i % TURN < k),
+            statistics.median(x for i, x in enumerate(xs) if i % TURN >= TURN - k))
+
+
 def tools_section(n: int, results: dict):
     from runner import Runner
 
@@ -62,7 +73,8 @@ def tools_section(n: int, results: dict):
                 # alone moves by a tenth between runs here)
                 fork_turns, bash_turns = timed_together([lambda: run(["sh", "-c", "echo hi"]),
                                                          lambda: r.call("bash", {"command": "echo hi"})],
-                                                        1000, warmup=3, turn=100)
+                                                        1000, warmup=3, turn=TURN)
+                results["bash_turn_ends"], results["fork_turn_ends"] = _ends(bash_turns), _ends(fork_turns)
             read = timed(lambda: r.call("read", {"path": "a.txt"}), calls, warmup=3)
             # 50 ms before each call, taking turns with the same fork at the same pace: after a
             # pause every process wakes on a cold CPU (a fork alone goes from ~0.7 to ~1.4 ms
