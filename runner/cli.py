@@ -275,14 +275,16 @@ def gc(
     """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
     their egress networks and swarm services, and the agent-socket directories and result stores
     of controllers that were killed."""
-    from .maintenance import gc as do_gc
-
+    from .maintenance import gc_engine, sweep_local
     from .printable import printable
 
-    removed = guarded(do_gc, host, dry_run)
     verb = "would remove" if dry_run else "removed"
-    for cid, name, reason in removed:  # labels may hold a caller's session name
-        typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
+    removed = []
+    for step in (sweep_local, lambda dry: gc_engine(host, dry)):  # this machine's first: no engine needed
+        found = guarded(step, dry_run)
+        for cid, name, reason in found:  # labels may hold a caller's session name
+            typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
+        removed += found
     typer.echo(f"{verb} {len(removed)} orphan(s)")
 
 

@@ -8,7 +8,22 @@ from executors.docker.engine import connect
 
 
 def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
-    """Remove orphaned runner containers; return (short id, name, reason) of each."""
+    """Remove what runner left behind, on this machine and on the engine; return (what, kind or
+    name, reason) of each."""
+    return sweep_local(dry_run) + gc_engine(host, dry_run)
+
+
+def sweep_local(dry_run: bool = False) -> list[tuple[str, str, str]]:
+    """What controllers killed mid-way left on this machine, which no engine is needed to find:
+    agent-socket directories not yet taken, result stores."""
+    from . import channel, output
+
+    return ([(path, "channel", why) for path, why in channel.sweep(dry_run)]
+            + [(path, "results", why) for path, why in output.sweep(dry_run)])
+
+
+def gc_engine(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
+    """Orphaned runner containers, their egress networks and swarm services on the engine."""
     client = connect(host)
     removed = []
     for c in managed(client):
@@ -29,10 +44,6 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
 
     removed += reap_services(client, dry_run=dry_run)
     removed += _reap_shared_networks(client, dry_run)
-    from . import channel, output  # what controllers killed mid-way left on this machine
-
-    removed += [(path, "channel", why) for path, why in channel.sweep(dry_run)]  # agent sockets not yet taken
-    removed += [(path, "results", why) for path, why in output.sweep(dry_run)]  # their result stores
     return removed
 
 

@@ -36,6 +36,19 @@ def test_gc_removes_orphans_and_spares_live_sandboxes(run_cli, docker_client):
             ex.stop()
 
 
+def test_gc_without_engine_still_removes_what_dead_controllers_left_here(run_cli, tmp_path):
+    """The result stores (and agent-socket directories) are on this machine: `runner gc` removes
+    them before it asks the engine, and then says the engine did not answer."""
+    tmp = tmp_path / "tmp"
+    store = tmp / f"runner-results-{_dead_pid()}-x"
+    store.mkdir(parents=True)
+    (store / "c1.out").write_text("kept output\n")
+    p = run_cli("gc", env={"DOCKER_HOST": f"unix://{tmp_path}/x.sock", "TMPDIR": str(tmp)})
+    assert p.returncode == 69 and "no Docker engine" in p.stderr.decode(), p.stderr
+    assert f"removed {store} (results)" in p.stdout.decode()
+    assert not store.exists()
+
+
 @pytest.mark.docker
 def test_doctor_reports_engine_and_images(run_cli):
     p = run_cli("doctor")
