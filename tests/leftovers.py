@@ -11,6 +11,7 @@ live one is touched (another test run on this machine, a helper's).
 """
 from __future__ import annotations
 
+import glob
 import ipaddress
 import json
 import os
@@ -18,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,6 +39,13 @@ def owner_alive(pid: int) -> bool:
         return b"python" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+def result_stores(pid: int) -> list[str]:
+    """The result stores (runner/output.py) the controller with that pid made and has not removed."""
+    from runner.output import DIR_PREFIX
+
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"{DIR_PREFIX}{pid}-*"))
 
 
 def _run(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:

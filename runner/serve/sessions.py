@@ -255,9 +255,9 @@ class Sessions:
                 if remove_container(c["Id"]):
                     removed.append(c["Id"])
         remove_networks({sid for sid in rows})
-        from ..output import sweep  # result stores of dead controllers: the previous run's among them
+        from ..maintenance import sweep_local  # what dead controllers left here: the previous run's among them
 
-        sweep()
+        sweep_local()
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 ws = self.workspace(tenant, sid)

@@ -2,18 +2,18 @@
 `runner gc` removes every container, network, egress proxy, firewall rule and result store it left."""
 from __future__ import annotations
 
-import glob
 import os
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from executors.docker.egress import COMMENT_PREFIX, network_names
+
+from ..leftovers import result_stores
 
 pytestmark = pytest.mark.docker
 
@@ -58,10 +58,6 @@ def _left(docker_client, sessions) -> dict:
     }
 
 
-def _stores(pid: int) -> list[str]:
-    return glob.glob(os.path.join(tempfile.gettempdir(), f"runner-results-{pid}-*"))
-
-
 def test_controller_sigkilled_mid_call_then_gc_removes_everything(docker_client, workspace):
     p = subprocess.Popen([sys.executable, "-c", CONTROLLER, str(workspace)], stdout=subprocess.PIPE, text=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
@@ -75,12 +71,12 @@ def test_controller_sigkilled_mid_call_then_gc_removes_everything(docker_client,
         left = _left(docker_client, sessions)
         # what the kill left: 2 sandboxes in calls, 2 warm ones, the proxy; 2 networks; the rules
         assert len(left["containers"]) == 5 and len(left["networks"]) == 2 and left["rules"], left
-        stores = _stores(p.pid)
+        stores = result_stores(p.pid)
         assert len(stores) == 1, stores  # the session's result store, with the call's whole output
         gc = subprocess.run([RUNNER, "gc"], capture_output=True, text=True, timeout=300)
         assert gc.returncode == 0, gc.stderr
         assert _left(docker_client, sessions) == {"containers": [], "networks": [], "rules": []}, gc.stdout
-        assert _stores(p.pid) == [], gc.stdout
+        assert result_stores(p.pid) == [], gc.stdout
     finally:
         if p.poll() is None:
             p.kill()

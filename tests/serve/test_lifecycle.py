@@ -3,22 +3,19 @@
 answers that it is gone, and no container is orphaned."""
 from __future__ import annotations
 
-import glob
 import os
 import signal
-import tempfile
 import threading
 
 import httpx
 import pytest
 
+from runner import channel
+
+from ..leftovers import result_stores
 from .conftest import add_tenant, session_containers, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
-
-
-def _stores(pid: int) -> list[str]:
-    return glob.glob(os.path.join(tempfile.gettempdir(), f"runner-results-{pid}-*"))
 
 
 def test_an_idle_session_ends_and_its_sandbox_and_workspace_go(start_server, data, policy_file, docker_client):
@@ -91,12 +88,16 @@ def test_a_server_killed_under_load_loses_no_session_and_orphans_no_container(st
     # the dead server's sandboxes are still there until a server starts again
     left = [c for sid in acked for c in session_containers(docker_client, sid)]
     assert left and all(c["Labels"]["runner.owner.pid"] == str(old_pid) for c in left)
-    assert len(_stores(old_pid)) == 1
+    assert len(result_stores(old_pid)) == 1
+    os.makedirs(channel.BASE, mode=0o711, exist_ok=True)
+    untaken = os.path.join(channel.BASE, f"{old_pid}-untaken")  # as a sandbox's whose agent never connected
+    os.mkdir(untaken, 0o700)
 
     again = start_server("--data", str(data))
     for sid in acked:  # reaped at start: their agents' channels died with the old process
         assert session_containers(docker_client, sid) == []
-    assert _stores(old_pid) == []  # and the result store it could not close
+    assert result_stores(old_pid) == []  # and the result store it could not close
+    assert not os.path.exists(untaken)  # and its agent-socket directories
     for sid, t in acked.items():
         with again.client(keys[t]) as c:
             r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "wc -l < log.txt"}})
