@@ -75,6 +75,17 @@ def timed_together(fns: list, n: int, warmup: int = 1, turn: int = 1, gap: float
     return out
 
 
+def idle_polling() -> str:
+    """How long an idle (virtual) CPU polls before it halts, where the haltpoll idle driver runs
+    (a KVM guest): a wake-up of a halted vCPU costs a VM exit, and a call has more of them on its
+    path than a fork (DESIGN.md). Empty elsewhere."""
+    try:
+        ns = int(Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns").read_text())
+    except (OSError, ValueError):
+        return ""
+    return f", idle vCPUs poll {ns // 1000} us before they halt (haltpoll.guest_halt_poll_ns)"
+
+
 def p99(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
@@ -227,7 +238,7 @@ def main() -> None:
     load_before = loadavg()
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     print(f"# runner bench, {time.strftime('%Y-%m-%d %H:%M')}, {cores} cores, load average {load_before}"
-          f"{' (quick)' if args.quick else ''}")
+          f"{' (quick)' if args.quick else ''}{idle_polling()}")
     results: dict = {}
     sections: list = []
 
