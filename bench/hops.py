@@ -155,6 +155,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=10, help="rounds of 100 forks then 100 calls")
     args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench/hops.py: run it as root (it turns the kernel's scheduler events on, in tracefs)")
     mounted = False
     if not (TRACING / "trace").exists():
         subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACING)], check=True)
