@@ -110,7 +110,11 @@ def windows(text: str, pids: dict) -> list[dict]:
             continue
         f = dict(FIELD.findall(rest.replace(" ==> ", " ")))
         if ev == "sched_process_fork":
-            (spares if int(f["pid"]) == pids["Z"] else kids if int(f["pid"]) == pids["C"] else set()).add(int(f["child_pid"]))
+            parent, child = int(f["pid"]), int(f["child_pid"])
+            if parent == pids["Z"]:
+                spares.add(child)
+            elif parent == pids["C"]:
+                kids.add(child)
         elif ev in ("sched_wakeup", "sched_wakeup_new"):
             woken, target = int(f["pid"]), int(f["target_cpu"])
             there = running.get(target)

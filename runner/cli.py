@@ -275,12 +275,12 @@ def gc(
     """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
     their egress networks and swarm services, and the agent-socket directories and result stores
     of controllers that were killed."""
-    from .maintenance import gc_engine, sweep_local
+    from .maintenance import gc_steps
     from .printable import printable
 
     verb = "would remove" if dry_run else "removed"
     removed = []
-    for step in (sweep_local, lambda dry: gc_engine(host, dry)):  # this machine's first: no engine needed
+    for step in gc_steps(host):  # each printed as it ends: this machine's even when no engine answers
         found = guarded(step, dry_run)
         for cid, name, reason in found:  # labels may hold a caller's session name
             typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))

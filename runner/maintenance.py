@@ -10,7 +10,13 @@ from executors.docker.engine import connect
 def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
     """Remove what runner left behind, on this machine and on the engine; return (what, kind or
     name, reason) of each."""
-    return sweep_local(dry_run) + gc_engine(host, dry_run)
+    return [row for step in gc_steps(host) for row in step(dry_run)]
+
+
+def gc_steps(host: str | None = None) -> tuple:
+    """gc's steps, each called with dry_run, in order: this machine's first (no engine is needed
+    for them, so they are done even when none answers), then the engine's."""
+    return (sweep_local, lambda dry_run: gc_engine(host, dry_run))
 
 
 def sweep_local(dry_run: bool = False) -> list[tuple[str, str, str]]:
