@@ -1,6 +1,9 @@
-"""Directories named for the process that made them (`<prefix><pid>-<random>`), and removing
-those whose process is gone: what a controller killed mid-way (SIGKILL, a lost login session)
-left behind, found by `runner gc`."""
+"""Directories named for the process that made them (`<prefix><pid>.<start>-<random>`, start
+in clock ticks since boot, as the containers' owner labels), and removing those whose process is
+gone: what a controller killed mid-way (SIGKILL, a lost login session) left behind, found by
+`runner gc`. The start time tells a dead controller's directory from a live process that was
+given its pid since; a name without one (made before it was in the name) is kept while its pid
+is any live process."""
 from __future__ import annotations
 
 import os
@@ -8,15 +11,19 @@ import shutil
 import stat
 import tempfile
 
+from executors.docker.labels import process_start_time
+
 
 def make(prefix: str, base: str | None = None) -> str:
-    """A new private directory `<base>/<prefix><this pid>-<random>` (mode 0700)."""
-    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=base)
+    """A new private directory `<base>/<prefix><this pid>.<its start>-<random>` (mode 0700)."""
+    pid = os.getpid()
+    return tempfile.mkdtemp(prefix=f"{prefix}{pid}.{process_start_time(pid)}-", dir=base)
 
 
 def sweep(base: str, prefix: str, dry_run: bool = False) -> list[tuple[str, str]]:
-    """Remove (unless dry_run) the directories under base named `<prefix><pid>-...` whose pid is
-    no live process and which belong to this user: (path, why) of each. A symlink, a file, or a
+    """Remove (unless dry_run) the directories under base named `<prefix><pid>[.<start>]-...`
+    whose process is gone (no live process by that pid, or one started at another time) and
+    which belong to this user: (path, why) of each. A symlink, a file, or a
     directory of another user by that name is left alone (anyone may create names in /tmp)."""
     out = []
     try:
@@ -26,10 +33,13 @@ def sweep(base: str, prefix: str, dry_run: bool = False) -> list[tuple[str, str]
     for name in names:
         if not name.startswith(prefix):
             continue
-        pid = name[len(prefix):].split("-", 1)[0]
-        path = os.path.join(base, name)
-        if not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+        pid, dot, start = name[len(prefix):].split("-", 1)[0].partition(".")
+        if not pid.isdigit() or (dot and not start.isdigit()):
             continue
+        live = process_start_time(int(pid))
+        if live is not None and (not dot or live == start):
+            continue
+        path = os.path.join(base, name)
         try:
             st = os.lstat(path)
         except OSError:

@@ -45,7 +45,7 @@ def result_stores(pid: int) -> list[str]:
     """The result stores (runner/output.py) the controller with that pid made and has not removed."""
     from runner.output import DIR_PREFIX
 
-    return glob.glob(os.path.join(tempfile.gettempdir(), f"{DIR_PREFIX}{pid}-*"))
+    return glob.glob(os.path.join(tempfile.gettempdir(), f"{DIR_PREFIX}{pid}[.-]*"))
 
 
 def _run(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -180,7 +180,7 @@ def test_a_store_makes_its_directory_only_when_an_output_spills(tmp_path, monkey
         assert store.page("small") is None and list(tmp_path.iterdir()) == []
         _spill(store, "big", ["line\n"] * 100)
         (made,) = tmp_path.iterdir()
-        assert made.name.startswith(f"runner-results-{os.getpid()}-") and (made / "big.out").is_file()
+        assert made.name.startswith(f"runner-results-{os.getpid()}.") and (made / "big.out").is_file()
         assert store.page("big", limit=1).startswith("line\n")
     finally:
         store.close()
