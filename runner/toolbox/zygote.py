@@ -15,9 +15,9 @@ subshell cannot change: `$$` names the zygote, not the call's shell (`$BASHPID` 
 
 The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writes a random token
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
-both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX and the agent's
-pid), then writes `r PID T`; the zygote waits for it as a foreground job and writes `x STATUS T`
-when it has ended. A spare whose command returned with no EXIT trap set writes `s STATUS PID`
+both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX, the agent's pid
+and start time), then writes `r PID T`; the zygote waits for it as a foreground job and writes
+`x STATUS T` when it has ended. A spare whose command returned with no EXIT trap set writes `s STATUS PID`
 itself, then closes its output (TAIL): the agent takes that status once the output has ended,
 without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
@@ -86,7 +86,7 @@ DRAIN_MAX = 1 << 20  # bytes of the zygote's pipe read past a wait's deadline wh
 LINE_MAX = 64  # bytes of the zygote's longest line (`r PID TOKEN`, `x STATUS TOKEN`) and then some
 READY_WITHIN = 2.0  # seconds a spare may take to report ready before the zygote is given up
 STATUS_WITHIN = 1.0  # seconds the zygote may take to tell a status once the spare has ended
-FIFO_PREFIX = "runner-agent-"  # then the agent's pid, a dash and a random part; .in and .out
+FIFO_PREFIX = "runner-agent-"  # then the agent's pid, a dot, its start time, a dash and a random part; .in and .out
 
 
 class ZygoteError(Exception):
@@ -107,9 +107,11 @@ def _dies_with_its_parent():
 
 
 def _sweep(tmp: str) -> None:
-    """Remove the FIFOs of agents that have ended (a name with the pid of no process): one killed
-    while a spare was forked had no time to. Only FIFOs of that name, never followed; a name of
-    another user's stays (the temp dir is sticky), and so does one whose pid lives, whoever it is."""
+    """Remove the FIFOs of agents that have ended (a name with the pid of no process, or with a
+    start time that is not the live process's by that pid: the kernel gave it to another): one
+    killed while a spare was forked had no time to. Only FIFOs of that name, never followed; a
+    name of another user's stays (the temp dir is sticky), and so does one whose process cannot be
+    told gone (a pid of another user's, a name without a start time whose pid lives)."""
     try:
         entries = list(os.scandir(tmp))
     except OSError:
@@ -117,13 +119,15 @@ def _sweep(tmp: str) -> None:
     for entry in entries:
         if not entry.name.startswith(FIFO_PREFIX):
             continue
-        pid = entry.name[len(FIFO_PREFIX):].partition("-")[0]
+        pid, dot, start = entry.name[len(FIFO_PREFIX):].partition("-")[0].partition(".")
+        if not pid.isdigit() or (dot and not start.isdigit()):
+            continue
         try:
-            if not pid.isdigit() or not stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
+            if not stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
                 continue
         except OSError:
             continue
-        if _gone(int(pid)):
+        if _gone(int(pid)) or (dot and _start(int(pid)) not in (None, start.encode())):
             try:
                 os.unlink(entry.path)
             except OSError:
@@ -178,6 +182,13 @@ def _stat_fields(pid: int) -> "list[bytes] | None":
     return rest.split() or None if paren else None
 
 
+def _start(pid: int) -> "bytes | None":
+    """When the process started (clock ticks since boot, field 22 of /proc/PID/stat), None if it
+    cannot be read: with the pid, which process it is, where a pid alone may have been reused."""
+    fields = _stat_fields(pid)
+    return None if fields is None or len(fields) < 20 else fields[19]
+
+
 def _state(pid: int) -> "bytes | None":
     """The process's state letter as /proc tells it (Z: a zombie), None if it cannot be read."""
     fields = _stat_fields(pid)
@@ -210,10 +221,11 @@ class Zygote:
         self.closed = False
         tmp = tempfile.gettempdir()
         _sweep(tmp)
-        # the FIFOs' names: this prefix, then a spare's token. The name holds the agent's pid: an
-        # agent killed while a spare was forked (say, from a stopped zygote) leaves its two, and
-        # the next zygote's _sweep removes them.
-        self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{os.getpid()}-")
+        # the FIFOs' names: this prefix, then a spare's token. The name holds the agent's pid and
+        # start time: an agent killed while a spare was forked (say, from a stopped zygote) leaves
+        # its two, and the next zygote's _sweep removes them, even once its pid is another's.
+        me, start = os.getpid(), _start(os.getpid())
+        self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{me}{'.' + start.decode() if start else ''}-")
         # the spares' scratch file (TAIL), no name: each opens it again as /proc/ZYGOTE/fd/N
         with tempfile.TemporaryFile(dir=tmp) as scratch:
             t = scratch.fileno()  # moved to fd 9 (TAIL's, and clear of the spare's 3 and 4)

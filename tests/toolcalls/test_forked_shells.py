@@ -343,7 +343,7 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
             while time.monotonic() < deadline and os.path.exists(f"/proc/{zygote}") and _state(zygote) != "Z":
                 time.sleep(0.05)
             assert not os.path.exists(f"/proc/{zygote}") or _state(zygote) == "Z", "the zygote outlived its agent"
-            assert all(p.startswith(f"{tempfile.gettempdir()}/runner-agent-{agent}-")
+            assert all(p.startswith(f"{tempfile.gettempdir()}/runner-agent-{agent}.")
                        for p in set(glob.glob(leftovers)) - before), "left behind, and not the agent's FIFOs"
             next_sb = r.session.make_sandbox().start()
             try:
@@ -368,7 +368,7 @@ def test_a_spares_fifos_are_gone_while_the_agent_waits_for_its_next_call(tmp_pat
     with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
         sb = r.session.make_sandbox().start()
         try:
-            mine = os.path.join(tempfile.gettempdir(), f"runner-agent-{sb.info['pid']}-*")
+            mine = os.path.join(tempfile.gettempdir(), f"runner-agent-{sb.info['pid']}.*")
             for n in range(3):
                 res = sb.call(f"c{n}", "bash", {"command": "true"}, timeout=30)
                 assert not res["is_error"], res
@@ -397,9 +397,10 @@ def _state(pid: int) -> str:
 
 
 def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
-    """What an agent killed while forking left (its two FIFOs, named with its pid) the next zygote
-    removes, even while the agent is a zombie (that failed first); the FIFOs of a live pid, a file
-    of that name, and a link to a FIFO stay."""
+    """What an agent killed while forking left (its two FIFOs, named with its pid and start time)
+    the next zygote removes, even while the agent is a zombie (that failed first) and when its pid
+    now names another process (a start time that is not that process's: that failed first too);
+    the FIFOs of a live agent, a file of that name, and a link to a FIFO stay."""
     from runner.toolbox import zygote
 
     import subprocess
@@ -409,9 +410,11 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     while _state(zombie.pid) != "Z":
         time.sleep(0.01)
     me = os.getpid()
+    start = int(open(f"/proc/{me}/stat").read().rsplit(")", 1)[1].split()[19])
     names = {"dead": f"runner-agent-{dead}-ab.in", "dead2": f"runner-agent-{dead}-ab.out",
-             "zombie": f"runner-agent-{zombie.pid}-ab.in",
-             "live": f"runner-agent-{me}-ab.in", "file": f"runner-agent-{dead}-cd.in",
+             "zombie": f"runner-agent-{zombie.pid}-ab.in", "reused": f"runner-agent-{me}.{start - 1}-ab.in",
+             "live": f"runner-agent-{me}.{start}-ab.in", "bare": f"runner-agent-{me}-ab.in",
+             "file": f"runner-agent-{dead}-cd.in",
              "link": f"runner-agent-{dead}-ef.out", "other": "runner-agentx-1-ab.in"}
     for key, name in names.items():
         path = tmp_path / name
@@ -427,8 +430,8 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     finally:
         zombie.wait()
     left = {p.name for p in tmp_path.iterdir()}
-    assert not {names["dead"], names["dead2"], names["zombie"]} & left
-    assert {names["live"], names["file"], names["link"], names["other"], "target"} <= left
+    assert not {names["dead"], names["dead2"], names["zombie"], names["reused"]} & left
+    assert {names["live"], names["bare"], names["file"], names["link"], names["other"], "target"} <= left
 
 
 def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
