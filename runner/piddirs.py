@@ -15,9 +15,11 @@ from executors.docker.labels import process_start_time
 
 
 def make(prefix: str, base: str | None = None) -> str:
-    """A new private directory `<base>/<prefix><this pid>.<its start>-<random>` (mode 0700)."""
+    """A new private directory `<base>/<prefix><this pid>.<its start>-<random>` (mode 0700;
+    without `.<its start>` where /proc cannot tell it)."""
     pid = os.getpid()
-    return tempfile.mkdtemp(prefix=f"{prefix}{pid}.{process_start_time(pid)}-", dir=base)
+    start = process_start_time(pid)
+    return tempfile.mkdtemp(prefix=f"{prefix}{pid}{'.' + start if start else ''}-", dir=base)
 
 
 def sweep(base: str, prefix: str, dry_run: bool = False) -> list[tuple[str, str]]:

@@ -17,9 +17,9 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX, the agent's pid
 and start time), then writes `r PID T`; the zygote waits for it as a foreground job and writes
-`x STATUS T` when it has ended. A spare whose command returned with no EXIT trap set writes `s STATUS PID`
-itself, then closes its output (TAIL): the agent takes that status once the output has ended,
-without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
+`x STATUS T` when it has ended. A spare whose command returned with no EXIT trap set writes
+`s STATUS PID` itself, then closes its output (TAIL): the agent takes that status once the output
+has ended, without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
 soon as it has told the status. Zygote.ready takes the next spare's `r` line: from the agent's
 loop while it waits for a request, or when a call takes the spare.

@@ -41,3 +41,10 @@ def test_a_malformed_owner_is_left_alone(tmp_path):
     for name in ("x-.123-a", "x-abc.1-a", f"x-{os.getpid()}.-a", f"x-{os.getpid()}.1e3-a"):
         (tmp_path / name).mkdir()
     assert piddirs.sweep(str(tmp_path), "x-") == []
+
+
+def test_without_a_start_time_the_name_has_the_pid_alone(tmp_path, monkeypatch):
+    """Where /proc cannot tell the start time, the name still parses (and is swept by its pid)."""
+    monkeypatch.setattr(piddirs, "process_start_time", lambda pid: None)
+    made = piddirs.make("x-", str(tmp_path))
+    assert os.path.basename(made).startswith(f"x-{os.getpid()}-")
