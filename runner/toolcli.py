@@ -75,8 +75,9 @@ def _call_of(n: int, line: bytes | None) -> tuple[Any, str, dict]:
     if not isinstance(msg, dict) or not isinstance(msg.get("tool"), str):
         raise ValueError('a call is an object {"id": ..., "tool": "NAME", "args": {...}}')
     call_id = msg.get("id")
-    if not (call_id is None or isinstance(call_id, (int, str))) or len(str(call_id)) > ID_MAX_CHARS:
-        raise ValueError(f"id must be a string or a number of at most {ID_MAX_CHARS} characters")
+    if (not (call_id is None or isinstance(call_id, (int, str))) or isinstance(call_id, bool)
+            or len(str(call_id)) > ID_MAX_CHARS):  # JSON's true is a Python int
+        raise ValueError(f"id must be a string or an integer of at most {ID_MAX_CHARS} characters")
     args = msg.get("args", {})
     if not isinstance(args, dict):
         raise ValueError("args must be a JSON object")
