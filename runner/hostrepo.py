@@ -10,6 +10,8 @@ plant symlinks anywhere in it, rename `.git` and write any key into `.git/config
   pinned to it with GIT_DIR / GIT_WORK_TREE so it cannot discover another one;
 - `.git/config` is read once (a regular file of bounded size, never through a link) and parsed
   without includes; every key must be on a small allowlist of keys that name no program;
+- no entry of `.git` is a link (loose objects and packs included), and a repository with
+  submodules is refused: git runs in a checked-out one under its own, unchecked configuration;
 - git runs with pins that win over any repository file, for the keys whose names are fixed
   (hooks, fsmonitor, protocols, submodule recursion, signing), and an environment that sets the
   pager, editors and askpass to nothing.
@@ -150,10 +152,63 @@ class Place:
             gfd = _open_dir(".git", fd, shown)
             try:
                 check_gitdir(gfd, shown)
+                if _exists("modules", gfd):
+                    raise Unsafe(f"{shown}/modules holds submodules' repositories: git would run in them with "
+                                 f"configuration the sandbox wrote; {_NO_SUBMODULES}")
             finally:
                 os.close(gfd)
+            check_no_submodule(d, fd, shown)
             return d, shown
         return None
+
+
+_NO_SUBMODULES = "host commands refuse a repository with submodules (run this one yourself)"
+
+
+def check_no_submodule(work_tree: str, fd: int, git_dir: str) -> None:
+    """No gitlink of the index (a submodule, mode 160000) has a repository in the work tree: git
+    status, a pull's merge and gh run git in a checked-out submodule, where its own configuration
+    (a clean filter, say: no pin can name them all) and a gitfile to any repository of this host
+    rule, none of which was checked. A repository git does not track is never entered."""
+    git = shutil.which("git")
+    if git is None:
+        raise Unsafe("git is not installed on this host: cannot check the repository's submodules")
+    p = subprocess.run([git, "ls-files", "--stage", "-z"], env=environment(dict(os.environ), (work_tree, git_dir)),
+                       cwd=fd_path(fd), capture_output=True, timeout=60)
+    if p.returncode != 0:
+        raise Unsafe(f"{git_dir}/index does not read: {p.stderr.decode('utf-8', 'replace').strip()[:300]}")
+    for entry in p.stdout.split(b"\0"):
+        meta, tab, path = entry.partition(b"\t")
+        if tab and meta.startswith(b"160000 ") and _holds_git(fd, os.fsdecode(path)):
+            raise Unsafe(f"{work_tree}/{os.fsdecode(path)} is a submodule with its repository checked out: git "
+                         f"would run there with configuration the sandbox wrote; {_NO_SUBMODULES}")
+
+
+def fd_path(fd: int) -> str:
+    """A path that names the directory behind fd, whatever its path names now."""
+    return f"/proc/self/fd/{fd}"
+
+
+def _holds_git(fd: int, rel: str) -> bool:
+    """rel (a path in the work tree) is a directory holding a `.git` of any kind; a link on the way
+    is refused (git would follow it), a part missing or not a directory holds no repository."""
+    fds: list[int] = []
+    try:
+        for part in rel.split("/"):
+            at = fds[-1] if fds else fd
+            try:
+                st = os.lstat(part, dir_fd=at)
+            except (FileNotFoundError, NotADirectoryError):
+                return False
+            if stat.S_ISLNK(st.st_mode):
+                raise Unsafe(f"{rel} is a symlink; host commands never follow a link in the workspace")
+            if not stat.S_ISDIR(st.st_mode):
+                return False
+            fds.append(_open_dir(part, at, rel))
+        return bool(fds) and _exists(".git", fds[-1])
+    finally:
+        for f in fds:
+            os.close(f)
 
 
 def _exists(name: str, dir_fd: int) -> bool:
@@ -191,30 +246,38 @@ def read_bounded(name: str, dir_fd: int, shown: str, limit: int = MAX_CONFIG) ->
 
 
 MAX_GITDIR_ENTRIES = 200_000
-# Directories checked themselves but not their files: objects (many, immutable, read by hash)
-# and hooks (never run: core.hooksPath is pinned to /dev/null).
-_NOT_WALKED = re.compile(r"^(?:objects/(?:[0-9a-f]{2}|pack)|hooks)$")
+MAX_OBJECT_ENTRIES = 2_000_000  # loose objects and packs: listed (a link among them is refused), never read
+_OBJECTS = re.compile(r"^objects/(?:[0-9a-f]{2}|pack)/")  # their entries count apart, and are not descended
+_NOT_WALKED = re.compile(r"^hooks$")  # never run: core.hooksPath is pinned to /dev/null
 
 
 def check_no_links(gfd: int, shown: str) -> None:
     """No symlink anywhere in the git directory: git writes FETCH_HEAD, MERGE_MSG, reflogs and
-    refs through them, which would truncate and write host files outside the workspace."""
-    stack, seen = [("", os.dup(gfd))], 0
+    refs through them, which would truncate and write host files outside the workspace, and it
+    reads, freshens (sets the time of) and sends objects and packs through them."""
+    stack, seen, objects = [("", os.dup(gfd))], 0, 0
     try:
         while stack:
             rel, fd = stack.pop()
+            leaf = bool(_OBJECTS.match(rel))
             try:
                 with os.scandir(fd) as it:
                     entries = list(it)
                 for e in entries:
-                    seen += 1
-                    if seen > MAX_GITDIR_ENTRIES:
-                        raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
+                    if leaf:
+                        objects += 1
+                        if objects > MAX_OBJECT_ENTRIES:
+                            raise Unsafe(f"{shown} holds more than {MAX_OBJECT_ENTRIES} objects and packs "
+                                         "(`git gc` packs them)")
+                    else:
+                        seen += 1
+                        if seen > MAX_GITDIR_ENTRIES:
+                            raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
                     path = f"{rel}{e.name}"
                     if e.is_symlink():
                         raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
                                      "the workspace")
-                    if e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
+                    if not leaf and e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
                         stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
             finally:
                 os.close(fd)

@@ -13,7 +13,7 @@ from runner.hostshell import CommandRefused, Request, check, check_argv, parse_r
 
 RULES = parse_rules("git:push,git:pull,gh")
 # A fake git stands for git: host-shell reads the repository's config with `git config`.
-DELEGATE_CONFIG = '[ "$1" = config ] && exec /usr/bin/git "$@"\n'
+DELEGATE_CHECKS = 'case "$1" in config|ls-files) exec /usr/bin/git "$@";; esac\n'  # host-shell's own reads of the repository
 
 
 
@@ -72,7 +72,7 @@ def test_runs_with_exec_and_nothing_else(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # a person's command runs in the login directory
     log = tmp_path / "argv.log"
     fake = tmp_path / "git"
-    fake.write_text(f"#!/bin/sh\n{DELEGATE_CONFIG}for a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
+    fake.write_text(f"#!/bin/sh\n{DELEGATE_CHECKS}for a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho fake-git-ran\n")
     fake.chmod(0o755)
     marker = tmp_path / "pwned"
     p = _host_shell("git push origin 'my branch'", "git:push", tmp_path)
@@ -212,3 +212,69 @@ def test_the_working_directory_is_confined_without_following_links(tmp_path):
 def test_the_host_shell_command_needs_a_root_for_a_request(tmp_path):
     p = _host_shell(Request(["git", "status"], str(tmp_path)).line(), "git:status", tmp_path)
     assert p.returncode == 126 and "no --root" in p.stderr
+
+
+def _git(*args, cwd, env):
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture
+def repo_env(tmp_path):
+    cfg = tmp_path / "gitconfig"
+    cfg.write_text("[user]\n\tname = T\n\temail = t@example.invalid\n[safe]\n\tdirectory = *\n"
+                   "[protocol \"file\"]\n\tallow = always\n")
+    env = {"PATH": os.environ["PATH"], "GIT_CONFIG_GLOBAL": str(cfg), "HOME": str(tmp_path)}
+    root = tmp_path / "ws"
+    _git("init", "-q", "-b", "main", str(root / "r"), cwd=tmp_path, env=env)
+    (root / "r" / "a").write_text("a\n")
+    _git("add", "a", cwd=root / "r", env=env)
+    _git("commit", "-q", "-m", "a", cwd=root / "r", env=env)
+    return root, env
+
+
+def _repository(root, monkeypatch, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    place = Place(str(root / "r"), str(root))
+    try:
+        return place.repository()
+    finally:
+        place.close()
+
+
+def test_a_checked_out_submodule_is_refused_and_a_gitlink_without_one_is_not(repo_env, monkeypatch, tmp_path):
+    """host-shell's repository check, without docker: status would run git in the submodule under
+    its own configuration (test_host_commands.py has the attack end to end)."""
+    root, env = repo_env
+    r = root / "r"
+    _git("init", "-q", str(r / "dir" / "sub"), cwd=r, env=env)
+    _git("commit", "-q", "--allow-empty", "-m", "s", cwd=r / "dir" / "sub", env=env)
+    _git("add", "dir/sub", cwd=r, env=env)
+    with pytest.raises(Unsafe, match=re.escape(f"{r}/dir/sub is a submodule with its repository checked out")):
+        _repository(root, monkeypatch, env)
+    subprocess.run(["rm", "-rf", str(r / "dir" / "sub")], check=True)  # the gitlink stays: nothing to enter
+    assert _repository(root, monkeypatch, env) == (str(r), str(r / ".git"))
+    (tmp_path / "elsewhere" / "sub").mkdir(parents=True)
+    (tmp_path / "elsewhere" / "sub" / ".git").mkdir()
+    (r / "dir").rmdir()
+    (r / "dir").symlink_to(tmp_path / "elsewhere")  # git would follow it to a repository outside
+    with pytest.raises(Unsafe, match="dir/sub is a symlink"):
+        _repository(root, monkeypatch, env)
+    (r / "dir").unlink()
+    (r / "dir").write_text("a file where the gitlink's directory was\n")
+    assert _repository(root, monkeypatch, env) == (str(r), str(r / ".git"))
+    _git("init", "-q", str(r / "loose"), cwd=r, env=env)  # untracked: git never enters it
+    assert _repository(root, monkeypatch, env) == (str(r), str(r / ".git"))
+    (r / ".git" / "modules" / "x").mkdir(parents=True)
+    with pytest.raises(Unsafe, match=re.escape(".git/modules holds submodules' repositories")):
+        _repository(root, monkeypatch, env)
+
+
+@pytest.mark.parametrize("where", ["objects/ab/cdef", "objects/pack/pack-1.pack", "objects/pack/pack-1.idx"])
+def test_a_link_among_the_objects_is_refused_before_git_runs(repo_env, monkeypatch, tmp_path, where):
+    root, env = repo_env
+    link = root / "r" / ".git" / where
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(tmp_path / "gitconfig")
+    with pytest.raises(Unsafe, match=re.escape(f".git/{where} is a symlink")):
+        _repository(root, monkeypatch, env)

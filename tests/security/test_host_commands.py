@@ -343,6 +343,98 @@ def test_git_directories_that_lead_elsewhere_are_refused(repo, shape):
     assert git("rev-parse", "main", cwd=repo.bare).stdout != git("rev-parse", "HEAD", cwd=outside).stdout
 
 
+def _nested(repo, sub: str) -> Path:
+    """A repository at SUB inside the workspace's repository, committed there as a gitlink (what
+    bash in the sandbox can do: git init, git add), with a file git would hash through SUB's
+    own configuration."""
+    path = repo.path / sub
+    git("init", "-q", str(path), env=repo.env)
+    (path / ".gitattributes").write_text("* filter=x\n")
+    (path / "f").write_text("one\n")
+    git("add", ".", cwd=path, env=repo.env)
+    git("commit", "-q", "-m", "sub", cwd=path, env=repo.env)
+    git("add", sub, cwd=repo.path, env=repo.env)  # a gitlink (mode 160000) in the outer index
+    git("commit", "-q", "-m", "gitlink", cwd=repo.path, env=repo.env)
+    (path / "f").write_text("two\n")  # a change: status asks the nested repository about it
+    return path
+
+
+@pytest.mark.parametrize("shape", ["its own .git", "absorbed into .git/modules", "a gitfile to a host repository",
+                                   "nested twice"])
+def test_a_nested_repository_never_runs_its_configuration_on_the_host(repo, shape):
+    """git status (and gh, and a pull's merge) goes into a submodule the work tree holds and runs
+    git there, with the submodule's own configuration: a clean filter the sandbox wrote into it
+    ran on the host, though the outer .git/config was clean. A gitfile there sent git into a
+    repository of the host's and rewrote its index."""
+    outside = repo.host.dir / f"{repo.name}-outside"
+    if shape == "nested twice":
+        sub = _nested(repo, "a")
+        inner = _nested(SimpleNamespace(path=sub, env=repo.env), "b")
+        git("config", "filter.x.clean", repo.evil, cwd=inner)
+    else:
+        sub = _nested(repo, "sub")
+        git("config", "filter.x.clean", repo.evil, cwd=sub)
+    if shape == "absorbed into .git/modules":
+        (repo.path / ".gitmodules").write_text(f"[submodule \"sub\"]\n\tpath = sub\n\turl = {repo.url}\n"
+                                               "\tignore = none\n")
+        git("submodule", "absorbgitdirs", cwd=repo.path, env=repo.env)
+        assert (sub / ".git").is_file() and (repo.path / ".git" / "modules" / "sub" / "config").is_file()
+    elif shape == "a gitfile to a host repository":
+        git("init", "-q", str(outside), env=repo.env)
+        (outside / "f").write_text("host\n")
+        git("add", "f", cwd=outside, env=repo.env)
+        git("commit", "-q", "-m", "host", cwd=outside, env=repo.env)
+        git("config", "filter.x.clean", repo.evil, cwd=outside)
+        subprocess.run(["rm", "-rf", str(sub / ".git")], check=True)
+        (sub / ".git").write_text(f"gitdir: {outside}/.git\n")
+        os.utime(outside / ".git" / "index", (1_000_000_000, 1_000_000_000))
+    res = repo.call("git status")
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+    if shape == "a gitfile to a host repository":
+        assert os.stat(outside / ".git" / "index").st_mtime == 1_000_000_000, "git wrote in a host repository"
+    refused(res, "runner host-shell: refused", "submodule")
+
+
+def test_an_untracked_repository_in_the_work_tree_is_not_entered(repo):
+    """A repository git does not track (no gitlink) is an untracked directory to status: git never
+    runs in it, so it is no reason to refuse."""
+    path = repo.path / "loose"
+    git("init", "-q", str(path), env=repo.env)
+    (path / ".gitattributes").write_text("* filter=x\n")
+    (path / "f").write_text("one\n")
+    git("config", "filter.x.clean", repo.evil, cwd=path)
+    res = repo.call("git status --porcelain")
+    assert not res.is_error and "?? loose/" in res.text, res.text
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+
+
+def test_a_link_among_the_objects_is_refused(repo):
+    """git freshens an object it already has by touching its file: a link planted under the name
+    of a blob the remote holds had a fetch set the mtime of the host file it names. A pack named
+    by a link would have a push send another repository's objects."""
+    other = repo.host.dir / f"{repo.name}-other"
+    git("clone", "-q", str(repo.bare), str(other), env=repo.env)
+    (other / "new.txt").write_text("a blob the fetch will bring\n")
+    git("add", "new.txt", cwd=other, env=repo.env)
+    git("commit", "-q", "-m", "new", cwd=other, env=repo.env)
+    git("push", "-q", "origin", "main", cwd=other, env=repo.env)
+    blob = git("rev-parse", "HEAD:new.txt", cwd=other).stdout.strip()
+    victim = repo.host.dir / f"{repo.name}-victim"
+    victim.write_text("host file\n")
+    os.utime(victim, (1_000_000_000, 1_000_000_000))
+    link = repo.path / ".git" / "objects" / blob[:2] / blob[2:]
+    link.parent.mkdir(exist_ok=True)
+    link.symlink_to(victim)
+    res = repo.call("git fetch")
+    assert os.stat(victim).st_mtime == 1_000_000_000 and victim.read_text() == "host file\n"
+    refused(res, "runner host-shell: refused", f".git/objects/{blob[:2]}/{blob[2:]} is a symlink")
+    link.unlink()
+    pack = repo.path / ".git" / "objects" / "pack" / "pack-0000000000000000000000000000000000000000.pack"
+    pack.parent.mkdir(exist_ok=True)
+    pack.symlink_to(victim)
+    refused(repo.call("git push origin HEAD"), "runner host-shell: refused", "objects/pack/pack-0000")
+
+
 # -- 3. the working directory is resolved on the host: no symlink, no `..` ---------------------------
 @pytest.mark.parametrize("shape", ["link", "link in the middle", "link to a parent", "absolute"])
 def test_a_working_directory_through_a_symlink_never_leaves_the_workspace(repo, shape):

@@ -11,7 +11,7 @@ import pytest
 from runner import Runner
 from runner.policy import load
 
-from tests.hostshell.test_hostshell import DELEGATE_CONFIG
+from tests.hostshell.test_hostshell import DELEGATE_CHECKS
 
 VENV_BIN = Path(sys.executable).parent  # `runner host-shell` on the host (this machine)
 
@@ -25,7 +25,7 @@ def host_runner(sshd, tmp_path):
     bin_dir = tmp_path / "hostbin"
     bin_dir.mkdir()
     log = tmp_path / "host-git.log"
-    (bin_dir / "git").write_text(f"#!/bin/sh\n{DELEGATE_CONFIG}echo \"pwd=$(pwd)\" >> {log}\nfor a in \"$@\"; do echo \"arg=$a\" >> {log}; done\n"
+    (bin_dir / "git").write_text(f"#!/bin/sh\n{DELEGATE_CHECKS}echo \"pwd=$(pwd)\" >> {log}\nfor a in \"$@\"; do echo \"arg=$a\" >> {log}; done\n"
                                  "echo pushed to host\n[ \"$2\" = slow ] && sleep 30\n[ \"$2\" = fail ] && exit 5\nexit 0\n")
     (bin_dir / "git").chmod(0o755)
     ws = tmp_path / "ws"
