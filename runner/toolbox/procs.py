@@ -17,6 +17,7 @@ from .context import Ctx, ToolError, dir_id
 CHUNK = 64 * 1024
 KILL_GRACE = 1.5
 JOB_BUFFER = 1024 * 1024
+DRAIN_WAIT = 1.0  # seconds an ended job's status waits for the rest of its output (what a child it left holds)
 HOLD = 0.002  # seconds output waits for more (or for the end) before it is streamed on its own
 HOLD_MAX = 0.05  # ... and at most this long while more keeps coming in small pieces
 _jobs: "dict[int, Job]" = {}
@@ -461,6 +462,8 @@ class Job:
         self.dropped = 0
         self.unread = 0
         self.lock = threading.Lock()
+        self.eof = threading.Event()  # the reader has read the output to its end
+        self.drained = False  # state() has waited for that since the job ended
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -481,10 +484,17 @@ class Job:
                         self.size -= len(old)
                         self.dropped += len(old)
             if not data:
+                self.eof.set()
                 return
 
     def state(self) -> dict:
+        """A job is told ended once its output is read to the end too, so a poll after it has
+        it all: the bytes it wrote before it exited may still be in the pipe, its reader not yet
+        run. A process it left behind holding the pipe is waited for once, no longer than DRAIN_WAIT."""
         rc = self.proc.poll()
+        if rc is not None and not self.drained:
+            self.eof.wait(DRAIN_WAIT)
+            self.drained = True
         return {"pid": self.proc.pid, "command": self.command[:200], "running": rc is None,
                 "exit_code": None if rc is None else _code(rc), "runtime_s": round(time.time() - self.started, 1)}
 

@@ -466,3 +466,29 @@ def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
     finally:
         os.kill(z.proc.pid, signal.SIGCONT)
         z.close()
+
+
+def test_a_background_job_is_told_ended_only_with_all_its_output(tmp_path):
+    """A job's output is read on a thread: its status said `exited` while the last bytes were
+    still in the pipe, unread, and a poll right after it showed none (a CI failure, the miclaw
+    dialect's process test). Here the reader starts only once the job has ended."""
+    import subprocess
+    import threading
+
+    go = threading.Event()
+
+    class LateReader(procs.Job):
+        def _read(self):
+            go.wait()
+            super()._read()
+
+    proc = subprocess.Popen(["sh", "-c", "echo ready; echo done"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    job = LateReader(proc, "echo")
+    proc.wait()
+    threading.Timer(0.2, go.set).start()  # the reader runs late: what a loaded machine does
+    st = job.state()
+    assert not st["running"] and st["exit_code"] == 0
+    assert job.newest() == "ready\ndone\n"
+    proc.stdin.close()
+    proc.stdout.close()
