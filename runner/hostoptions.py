@@ -52,13 +52,14 @@ _GH_REPO = "-R= --repo="
 
 TABLE: dict[tuple[str, ...], Spec] = {
     # No --exec/--receive-pack/--upload-pack (a program), --recurse-submodules (git in hostile
-    # submodules), --signed (the host's key), -c/--config, --repo (the remote is a positional).
+    # submodules), --signed (the host's key), -c/--config, --repo (the remote is a positional),
+    # --autostash (its apply runs status, which enters a submodule the pull brought in).
     ("git", "push"): _spec(_NET, "--all --branches --mirror --tags --follow-tags --no-follow-tags -n --dry-run",
                            "--porcelain -d --delete -f --force --force-with-lease[=] --no-force-with-lease",
                            "--force-if-includes --no-force-if-includes -u --set-upstream --prune --no-verify",
                            "--atomic --no-atomic -o= --push-option= --thin --no-thin"),
     ("git", "pull"): _spec(_NET, "-r --rebase[=true|false|merges] --no-rebase --ff --no-ff --ff-only",
-                           "--commit --no-commit --no-edit --stat -n --no-stat --log --no-log --autostash",
+                           "--commit --no-commit --no-edit --stat -n --no-stat --log --no-log",
                            "--no-autostash --all --tags --no-tags -p --prune --dry-run --set-upstream"),
     ("git", "fetch"): _spec(_NET, "--all --tags --no-tags -p --prune -P --prune-tags --dry-run -t"),
     ("git", "status"): _spec("-s --short -b --branch --porcelain[=v1|v2] --long -v --verbose -z",

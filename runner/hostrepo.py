@@ -10,8 +10,9 @@ plant symlinks anywhere in it, rename `.git` and write any key into `.git/config
   pinned to it with GIT_DIR / GIT_WORK_TREE so it cannot discover another one;
 - `.git/config` is read once (a regular file of bounded size, never through a link) and parsed
   without includes; every key must be on a small allowlist of keys that name no program;
-- no entry of `.git` is a link (loose objects and packs included), and a repository with
-  submodules is refused: git runs in a checked-out one under its own, unchecked configuration;
+- no entry of `.git` is a link (loose objects and packs included), every path of the index is
+  one git itself would write (the sandbox can write the index byte by byte), and a repository
+  with submodules is refused: git runs in a checked-out one under its own, unchecked configuration;
 - git runs with pins that win over any repository file, for the keys whose names are fixed
   (hooks, fsmonitor, protocols, submodule recursion, signing), and an environment that sets the
   pager, editors and askpass to nothing.
@@ -59,6 +60,11 @@ PINS = (
     ("fetch.recurseSubmodules", "false"),  # a submodule's config is the workspace's too
     ("submodule.recurse", "false"),
     ("push.recurseSubmodules", "no"),
+    ("diff.ignoreSubmodules", "all"),  # a default only (.gitmodules' ignore= wins): check_index is the guard
+    ("status.submoduleSummary", "false"),
+    ("diff.submodule", "short"),  # log would open a submodule's repository
+    ("merge.autoStash", "false"),  # the stash's apply runs status, after a merge that may add a gitlink over a
+    ("rebase.autoStash", "false"),  # repository git did not track (check_index saw none before the pull)
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),
@@ -157,7 +163,7 @@ class Place:
                                  f"configuration the sandbox wrote; {_NO_SUBMODULES}")
             finally:
                 os.close(gfd)
-            check_no_submodule(d, fd, shown)
+            check_index(d, fd, shown)
             return d, shown
         return None
 
@@ -165,23 +171,34 @@ class Place:
 _NO_SUBMODULES = "host commands refuse a repository with submodules (run this one yourself)"
 
 
-def check_no_submodule(work_tree: str, fd: int, git_dir: str) -> None:
-    """No gitlink of the index (a submodule, mode 160000) has a repository in the work tree: git
-    status, a pull's merge and gh run git in a checked-out submodule, where its own configuration
-    (a clean filter, say: no pin can name them all) and a gitfile to any repository of this host
-    rule, none of which was checked. A repository git does not track is never entered."""
+def check_index(work_tree: str, fd: int, git_dir: str) -> None:
+    """Every path of the index is one git itself would have written (git checks a path when it
+    adds it, not when it reads the index, which the sandbox can write byte by byte): `/x`, `../x`,
+    `x/`, `a//b` and `.git/x` name files outside the work tree or inside a git directory, which
+    status then stats, hashes and diffs (`-v -v` printed a host file's lines). And no gitlink (a
+    submodule, mode 160000) has a repository in the work tree: status, a pull's merge and gh run
+    git in a checked-out submodule, where its own configuration (a clean filter, say: no pin can
+    name them all) and a gitfile to any repository of this host rule, none of them checked. A
+    repository git does not track is never entered."""
     git = shutil.which("git")
     if git is None:
-        raise Unsafe("git is not installed on this host: cannot check the repository's submodules")
+        raise Unsafe("git is not installed on this host: cannot check the repository's index")
     p = subprocess.run([git, "ls-files", "--stage", "-z"], env=environment(dict(os.environ), (work_tree, git_dir)),
                        cwd=fd_path(fd), capture_output=True, timeout=60)
     if p.returncode != 0:
         raise Unsafe(f"{git_dir}/index does not read: {p.stderr.decode('utf-8', 'replace').strip()[:300]}")
     for entry in p.stdout.split(b"\0"):
-        meta, tab, path = entry.partition(b"\t")
-        if tab and meta.startswith(b"160000 ") and _holds_git(fd, os.fsdecode(path)):
-            raise Unsafe(f"{work_tree}/{os.fsdecode(path)} is a submodule with its repository checked out: git "
-                         f"would run there with configuration the sandbox wrote; {_NO_SUBMODULES}")
+        meta, tab, raw = entry.partition(b"\t")
+        if not tab:
+            continue
+        path = os.fsdecode(raw)
+        parts = path.split("/")
+        if "" in parts or any(part in (".", "..") or part.lower() == ".git" for part in parts):
+            raise Unsafe(f"{git_dir}/index names {path!r}, a path git never writes there (it leads out of the work "
+                         "tree or into a git directory); host commands refuse such an index")
+        if meta.startswith(b"160000 ") and _holds_git(fd, path):
+            raise Unsafe(f"{work_tree}/{path} is a submodule with its repository checked out: git would run there "
+                         f"with configuration the sandbox wrote; {_NO_SUBMODULES}")
 
 
 def fd_path(fd: int) -> str:

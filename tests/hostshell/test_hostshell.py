@@ -278,3 +278,56 @@ def test_a_link_among_the_objects_is_refused_before_git_runs(repo_env, monkeypat
     link.symlink_to(tmp_path / "gitconfig")
     with pytest.raises(Unsafe, match=re.escape(f".git/{where} is a symlink")):
         _repository(root, monkeypatch, env)
+
+
+def _rename_in_index(index, old: bytes, new: bytes) -> None:
+    """Rewrite an entry's name in a version-2 index, bytes and checksum, as a sandbox can: git
+    checks a path when it adds it, not when it reads the index."""
+    import hashlib
+    import struct
+
+    data = index.read_bytes()
+    assert data[:4] == b"DIRC" and struct.unpack(">I", data[4:8])[0] == 2
+    n, off, entries = struct.unpack(">I", data[8:12])[0], 12, []
+    for _ in range(n):
+        fixed = data[off:off + 62]
+        size = struct.unpack(">H", fixed[60:62])[0] & 0xFFF
+        entries.append((fixed, data[off + 62:off + 62 + size]))
+        off += (62 + size + 8) // 8 * 8
+    out = b"DIRC" + struct.pack(">II", 2, n)
+    for fixed, name in sorted((f, new if nm == old else nm) for f, nm in entries):
+        flags = (struct.unpack(">H", fixed[60:62])[0] & ~0xFFF) | len(name)
+        out += (fixed[:60] + struct.pack(">H", flags) + name).ljust((62 + len(name) + 8) // 8 * 8, b"\0")
+    index.write_bytes(out + hashlib.sha1(out).digest())  # extensions dropped: git rebuilds them
+
+
+@pytest.mark.parametrize("name", ["/etc/hostname", "../../outside", "a/../../outside", "sub/", "d//sub", ".git/config",
+                                  "x/.GIT/config", "./a"])
+def test_an_index_path_git_never_writes_is_refused(repo_env, monkeypatch, tmp_path, name):
+    """A name the sandbox wrote into the index bytes: status stats, hashes and (with -v -v)
+    prints the file it names, outside the work tree; a gitlink named `sub/` passed the submodule
+    check, which split it into `sub` and an empty part that was no directory."""
+    root, env = repo_env
+    r = root / "r"
+    blob = subprocess.run(["git", "hash-object", "-w", "a"], cwd=r, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    _git("update-index", "--add", "--cacheinfo", f"100644,{blob},placeholder", cwd=r, env=env)
+    _rename_in_index(r / ".git" / "index", b"placeholder", name.encode())
+    listed = subprocess.run(["git", "ls-files", "--stage", "-z"], cwd=r, env=env, capture_output=True).stdout
+    assert b"\t" + name.encode() + b"\0" in listed  # git reads it as written
+    with pytest.raises(Unsafe, match="a path git never writes there"):
+        _repository(root, monkeypatch, env)
+
+
+def test_pull_takes_no_autostash_and_the_pins_turn_it_off():
+    """A pull's autostash runs status after the merge, which may have put a gitlink over a
+    repository git did not track before: status then enters it (the host's own config may turn
+    autostash on, so it is pinned off too)."""
+    from runner import hostrepo
+
+    with pytest.raises(CommandRefused, match="--autostash"):
+        check_argv(["git", "pull", "--autostash"], parse_rules("git:pull"))
+    env = hostrepo.environment({}, None)
+    pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    assert pins["merge.autoStash"] == pins["rebase.autoStash"] == "false"
+    assert pins["diff.submodule"] == "short" and pins["status.submoduleSummary"] == "false"

@@ -408,6 +408,55 @@ def test_an_untracked_repository_in_the_work_tree_is_not_entered(repo):
     assert not repo.canary.exists(), "the planted program RAN on the host"
 
 
+def test_an_index_naming_a_host_file_is_refused(repo):
+    """The sandbox writes the index's bytes: an entry named `../../…/secret` (git checks a name when
+    it adds it, not when it reads the index) had a routed `git status -v -v` print the lines of a
+    host file outside the workspace."""
+    from tests.hostshell.test_hostshell import _rename_in_index
+
+    secret = repo.host.dir / f"{repo.name}-secret"
+    secret.write_text("host secret\n")
+    blob = git("hash-object", "-w", "a.txt", cwd=repo.path).stdout.strip()
+    git("update-index", "--add", "--cacheinfo", f"100644,{blob},placeholder", cwd=repo.path)
+    _rename_in_index(repo.path / ".git" / "index", b"placeholder", os.path.relpath(secret, repo.path).encode())
+    res = repo.call("git status -v -v")
+    assert "host secret" not in res.text, "a host file's lines came back"
+    refused(res, "runner host-shell: refused", "a path git never writes there")
+
+
+def test_a_pull_that_brings_a_gitlink_over_a_loose_repository_runs_nothing_there(repo):
+    """The remote's branch adds a gitlink where the work tree holds a repository git did not
+    track (and so the check let pass): a pull's autostash then ran status, which entered it and
+    ran its filter. --autostash is refused, and the host's own config cannot turn it on."""
+    loose = repo.path / "sub"
+    git("init", "-q", str(loose), env=repo.env)
+    (loose / ".gitattributes").write_text("* filter=x\n")
+    (loose / "f").write_text("one\n")
+    git("add", ".", cwd=loose, env=repo.env)
+    git("commit", "-q", "-m", "loose", cwd=loose, env=repo.env)
+    (loose / "f").write_text("two\n")
+    git("config", "filter.x.clean", repo.evil, cwd=loose)
+    other = repo.host.dir / f"{repo.name}-other"
+    git("clone", "-q", str(repo.bare), str(other), env=repo.env)
+    head = git("rev-parse", "HEAD", cwd=loose).stdout.strip()
+    git("update-index", "--add", "--cacheinfo", f"160000,{head},sub", cwd=other, env=repo.env)
+    (other / ".gitmodules").write_text('[submodule "sub"]\n\tpath = sub\n\turl = ./sub\n\tignore = none\n')
+    git("add", ".gitmodules", cwd=other, env=repo.env)  # ignore = none: wins over diff.ignoreSubmodules
+    git("commit", "-q", "-m", "a gitlink", cwd=other, env=repo.env)
+    git("push", "-q", "origin", "main", cwd=other, env=repo.env)
+    (repo.path / "a.txt").write_text("a local change, for the stash\n")
+    refused(repo.call("git pull --autostash"), "option --autostash is not allowed")  # by the controller, as on the host
+    config = Path(repo.host.env["GIT_CONFIG_GLOBAL"])
+    kept = config.read_text()
+    config.write_text(kept + "[merge]\n\tautoStash = true\n")  # the host user's own setting
+    try:
+        res = repo.call("git pull --no-rebase")
+    finally:
+        config.write_text(kept)
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+    assert not res.is_error or "local changes" in res.text, res.text
+
+
 def test_a_link_among_the_objects_is_refused(repo):
     """git freshens an object it already has by touching its file: a link planted under the name
     of a blob the remote holds had a fetch set the mtime of the host file it names. A pack named
