@@ -65,6 +65,16 @@ PINS = (
     ("diff.submodule", "short"),  # log would open a submodule's repository
     ("merge.autoStash", "false"),  # the stash's apply runs status, after a merge that may add a gitlink over a
     ("rebase.autoStash", "false"),  # repository git did not track (check_index saw none before the pull)
+    # State in .git that git would act on, which the sandbox wrote: no rerere (it turns itself on
+    # when .git/rr-cache exists and copies to and from the paths .git/MERGE_RR names, host files
+    # included), no untracked cache (the index's record of the work tree's directories), and no
+    # automatic gc or maintenance (detached into a session of its own, it went on after the
+    # command returned and the sandbox ran again, through whatever .git had become).
+    ("rerere.enabled", "false"),
+    ("core.untrackedCache", "false"),
+    ("gc.auto", "0"),
+    ("gc.autoDetach", "false"),
+    ("maintenance.auto", "false"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),

@@ -331,3 +331,15 @@ def test_pull_takes_no_autostash_and_the_pins_turn_it_off():
     pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
     assert pins["merge.autoStash"] == pins["rebase.autoStash"] == "false"
     assert pins["diff.submodule"] == "short" and pins["status.submoduleSummary"] == "false"
+
+
+def test_git_acts_on_no_state_the_sandbox_left_in_the_git_directory():
+    """rerere's MERGE_RR paths, the index's untracked cache, and automatic gc (which detached and
+    outlived the command) are pinned off, over the repository's and the host's own config;
+    test_host_commands.py has rerere and gc end to end."""
+    from runner import hostrepo
+
+    env = hostrepo.environment({}, None)
+    pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    assert pins["rerere.enabled"] == pins["core.untrackedCache"] == pins["gc.autoDetach"] == "false"
+    assert pins["gc.auto"] == "0" and pins["maintenance.auto"] == "false"

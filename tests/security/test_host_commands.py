@@ -457,6 +457,45 @@ def test_a_pull_that_brings_a_gitlink_over_a_loose_repository_runs_nothing_there
     assert not res.is_error or "local changes" in res.text, res.text
 
 
+def _conflict(repo) -> None:
+    """The remote's main and the workspace's main both change a.txt: a pull conflicts."""
+    other = repo.host.dir / f"{repo.name}-other"
+    git("clone", "-q", str(repo.bare), str(other), env=repo.env)
+    (other / "a.txt").write_text("theirs\n")
+    git("commit", "-q", "-am", "theirs", cwd=other, env=repo.env)
+    git("push", "-q", "origin", "main", cwd=other, env=repo.env)
+    (repo.path / "a.txt").write_text("ours\n")
+    git("commit", "-q", "-am", "ours", cwd=repo.path, env=repo.env)
+
+
+def test_a_conflicting_pull_copies_no_host_file_into_the_repository(repo):
+    """rerere turns itself on when .git/rr-cache exists and, on a conflict, takes the paths of
+    .git/MERGE_RR as they are: a routed pull copied a host file named there into
+    .git/rr-cache/ID/postimage, where the sandbox reads it."""
+    secret = repo.host.dir / f"{repo.name}-secret"
+    secret.write_text("host secret\n")
+    _conflict(repo)
+    rid = "0123456789abcdef0123456789abcdef01234567"
+    (repo.path / ".git" / "rr-cache" / rid).mkdir(parents=True)
+    (repo.path / ".git" / "MERGE_RR").write_bytes(f"{rid}\t{secret}\0".encode())
+    res = repo.call("git pull --no-rebase")
+    copied = repo.path / ".git" / "rr-cache" / rid / "postimage"
+    assert not copied.exists() or "host secret" not in copied.read_text(), "a host file was copied in"
+    assert "Recorded resolution" not in res.text and "CONFLICT" in res.text, res.text
+
+
+def test_no_git_process_outlives_a_routed_fetch(repo):
+    """Enough loose objects make a fetch start `git gc --auto`, which detached itself (its own
+    session, out of reach of the command's kill) and went on repacking after host-shell returned
+    and the sandbox ran again: it then wrote through whatever .git had become."""
+    many = repo.path / ".git" / "objects" / "17"
+    many.mkdir(exist_ok=True)
+    for i in range(40):  # gc --auto estimates the loose objects from the names in objects/17 alone
+        (many / f"{i:038x}").write_bytes(b"")
+    res = repo.call("git fetch")
+    assert "Auto packing" not in res.text, res.text
+
+
 def test_a_link_among_the_objects_is_refused(repo):
     """git freshens an object it already has by touching its file: a link planted under the name
     of a blob the remote holds had a fetch set the mtime of the host file it names. A pack named
