@@ -10,12 +10,14 @@ plant symlinks anywhere in it, rename `.git` and write any key into `.git/config
   pinned to it with GIT_DIR / GIT_WORK_TREE so it cannot discover another one;
 - `.git/config` is read once (a regular file of bounded size, never through a link) and parsed
   without includes; every key must be on a small allowlist of keys that name no program;
-- no entry of `.git` is a link (loose objects and packs included), every path of the index is
-  one git itself would write (the sandbox can write the index byte by byte), and a repository
-  with submodules is refused: git runs in a checked-out one under its own, unchecked configuration;
+- no entry of `.git` is a link (loose objects and packs included), `.git` holds only what a clone
+  keeps (no operation in progress, no linked worktree: git takes such state as its own), every
+  path of the index is one git itself would write (the sandbox can write the index byte by byte),
+  and a repository with submodules is refused: git runs in a checked-out one under its own,
+  unchecked configuration;
 - git runs with pins that win over any repository file, for the keys whose names are fixed
-  (hooks, fsmonitor, protocols, submodule recursion, signing), and an environment that sets the
-  pager, editors and askpass to nothing.
+  (hooks, fsmonitor, protocols, submodule recursion, signing, rerere, autostash, automatic gc),
+  and an environment that sets the pager, editors and askpass to nothing.
 """
 from __future__ import annotations
 
@@ -75,6 +77,7 @@ PINS = (
     ("gc.auto", "0"),
     ("gc.autoDetach", "false"),
     ("maintenance.auto", "false"),
+    ("core.multiPackIndex", "false"),  # its pack names are joined onto objects/pack unchecked (and refused above)
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),
@@ -168,9 +171,6 @@ class Place:
             gfd = _open_dir(".git", fd, shown)
             try:
                 check_gitdir(gfd, shown)
-                if _exists("modules", gfd):
-                    raise Unsafe(f"{shown}/modules holds submodules' repositories: git would run in them with "
-                                 f"configuration the sandbox wrote; {_NO_SUBMODULES}")
             finally:
                 os.close(gfd)
             check_index(d, fd, shown)
@@ -276,6 +276,19 @@ MAX_GITDIR_ENTRIES = 200_000
 MAX_OBJECT_ENTRIES = 2_000_000  # loose objects and packs: listed (a link among them is refused), never read
 _OBJECTS = re.compile(r"^objects/(?:[0-9a-f]{2}|pack)/")  # their entries count apart, and are not descended
 _NOT_WALKED = re.compile(r"^hooks$")  # never run: core.hooksPath is pinned to /dev/null
+# What a git directory may hold, where git acts on what it finds by name: what a clone keeps, and
+# nothing of an operation in progress. Git takes the state it finds there as its own: a stash
+# MERGE_AUTOSTASH names is applied after a merge (and its status entered a submodule), the
+# commondir of .git/worktrees/* had fetch read another repository's refs, a multi-pack-index
+# names packs by any path, and rerere's MERGE_RR names files to copy.
+_EXPECTED = {
+    "": re.compile(r"^(?:HEAD|config|description|index|hooks|info|logs|objects|refs|packed-refs|FETCH_HEAD"
+                   r"|ORIG_HEAD|COMMIT_EDITMSG|TAG_EDITMSG|shallow|branches|remotes|lfs|gitk\.cache)$"),
+    "objects/": re.compile(r"^(?:[0-9a-f]{2}|pack|info|tmp_.*|incoming-.*)$"),
+    "objects/pack/": re.compile(r"^(?:pack-(?:[0-9a-f]{40}|[0-9a-f]{64})\.(?:pack|idx|rev|keep|promisor|mtimes|bitmap)"
+                                r"|tmp_.*|\.tmp-.*)$"),
+    "objects/info/": re.compile(r"^(?:packs|commit-graph|commit-graphs)$"),
+}
 
 
 def check_no_links(gfd: int, shown: str) -> None:
@@ -304,6 +317,12 @@ def check_no_links(gfd: int, shown: str) -> None:
                     if e.is_symlink():
                         raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
                                      "the workspace")
+                    expected = _EXPECTED.get(rel)
+                    if expected is not None and not expected.match(e.name):
+                        raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
+                                     "cherry-pick, bisect or other operation in progress, no linked worktree, and "
+                                     "nothing git would take as its own state beyond what a clone keeps; finish or "
+                                     "abort the operation (or remove it), or run the command yourself")
                     if not leaf and e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
                         stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
             finally:
@@ -314,13 +333,16 @@ def check_no_links(gfd: int, shown: str) -> None:
 
 
 def check_gitdir(gfd: int, shown: str) -> None:
-    check_no_links(gfd, shown)
     for name, why in (("commondir", "its configuration and refs live in another directory"),
                       ("objects/info/alternates", "it reads objects from other repositories on this host"),
                       ("objects/info/http-alternates", "it reads objects from other places"),
                       ("config.worktree", "it holds more configuration")):
         if _exists(name, gfd):
             raise Unsafe(f"{shown}/{name} exists: {why}; host commands refuse such a repository")
+    if _exists("modules", gfd):
+        raise Unsafe(f"{shown}/modules holds submodules' repositories: git would run in them with configuration "
+                     f"the sandbox wrote; {_NO_SUBMODULES}")
+    check_no_links(gfd, shown)
     data = read_bounded("config", gfd, f"{shown}/config")
     if data:
         check_config(parse_config(data, f"{shown}/config"), f"{shown}/config")
@@ -345,8 +367,11 @@ def parse_config(data: bytes, shown: str) -> list[tuple[str, str]]:
     return pairs
 
 
+_VALUES = {"extensions.refstorage": re.compile(r"^files$", re.I)}  # reftable: its tables.list names files by any path
+
+
 def check_config(pairs: list[tuple[str, str]], shown: str) -> None:
-    bad = sorted({k for k, _ in pairs if not _ALLOWED_KEYS.match(k)})
+    bad = sorted({k for k, v in pairs if not _ALLOWED_KEYS.match(k) or (k in _VALUES and not _VALUES[k].match(v))})
     if bad:
         shown_keys = ", ".join(bad[:8]) + (" …" if len(bad) > 8 else "")
         raise Unsafe(f"{shown} sets {shown_keys}: host commands run git only with repository settings that name "

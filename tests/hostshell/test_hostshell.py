@@ -343,3 +343,27 @@ def test_git_acts_on_no_state_the_sandbox_left_in_the_git_directory():
     pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
     assert pins["rerere.enabled"] == pins["core.untrackedCache"] == pins["gc.autoDetach"] == "false"
     assert pins["gc.auto"] == "0" and pins["maintenance.auto"] == "false"
+
+
+def test_a_repository_as_git_leaves_it_is_taken(repo_env, monkeypatch):
+    """What git's own housekeeping writes into .git (packs with bitmaps and reverse indexes, a
+    split commit-graph, packed refs, FETCH_HEAD and ORIG_HEAD, a shallow file, git-lfs's folder)
+    is all expected: only an operation's state and what names other places is refused."""
+    root, env = repo_env
+    r = root / "r"
+    for i in range(3):
+        (r / "a").write_text(f"{i}\n")
+        _git("commit", "-q", "-am", f"c{i}", cwd=r, env=env)
+    _git("gc", "-q", cwd=r, env=env)
+    _git("-c", "pack.writeReverseIndex=true", "repack", "-q", "-a", "-d", "--write-bitmap-index", cwd=r, env=env)
+    _git("commit-graph", "write", "--reachable", "--split", cwd=r, env=env)
+    _git("fetch", "-q", str(r), "main", cwd=r, env=env)
+    _git("reset", "-q", "--hard", "HEAD~1", cwd=r, env=env)  # ORIG_HEAD
+    (r / ".git" / "shallow").write_text("")
+    (r / ".git" / "lfs" / "objects").mkdir(parents=True)
+    names = {p.name for p in (r / ".git").iterdir()} | {p.name for p in (r / ".git" / "objects" / "pack").iterdir()}
+    assert {"FETCH_HEAD", "ORIG_HEAD", "packed-refs"} <= names and any(n.endswith(".bitmap") for n in names)
+    assert _repository(root, monkeypatch, env) == (str(r), str(r / ".git"))
+    _git("multi-pack-index", "write", cwd=r, env=env)  # names its packs by any path: not taken
+    with pytest.raises(Unsafe, match="multi-pack-index is not what host commands run git with"):
+        _repository(root, monkeypatch, env)

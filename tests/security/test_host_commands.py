@@ -424,10 +424,9 @@ def test_an_index_naming_a_host_file_is_refused(repo):
     refused(res, "runner host-shell: refused", "a path git never writes there")
 
 
-def test_a_pull_that_brings_a_gitlink_over_a_loose_repository_runs_nothing_there(repo):
-    """The remote's branch adds a gitlink where the work tree holds a repository git did not
-    track (and so the check let pass): a pull's autostash then ran status, which entered it and
-    ran its filter. --autostash is refused, and the host's own config cannot turn it on."""
+def _gitlink_over_loose_repository(repo) -> None:
+    """A repository git does not track at sub/, whose filter is the evil program and whose file
+    changed, and a commit on the remote that adds a gitlink there (with ignore = none)."""
     loose = repo.path / "sub"
     git("init", "-q", str(loose), env=repo.env)
     (loose / ".gitattributes").write_text("* filter=x\n")
@@ -444,6 +443,13 @@ def test_a_pull_that_brings_a_gitlink_over_a_loose_repository_runs_nothing_there
     git("add", ".gitmodules", cwd=other, env=repo.env)  # ignore = none: wins over diff.ignoreSubmodules
     git("commit", "-q", "-m", "a gitlink", cwd=other, env=repo.env)
     git("push", "-q", "origin", "main", cwd=other, env=repo.env)
+
+
+def test_a_pull_that_brings_a_gitlink_over_a_loose_repository_runs_nothing_there(repo):
+    """The remote's branch adds a gitlink where the work tree holds a repository git did not
+    track (and so the check let pass): a pull's autostash then ran status, which entered it and
+    ran its filter. --autostash is refused, and the host's own config cannot turn it on."""
+    _gitlink_over_loose_repository(repo)
     (repo.path / "a.txt").write_text("a local change, for the stash\n")
     refused(repo.call("git pull --autostash"), "option --autostash is not allowed")  # by the controller, as on the host
     config = Path(repo.host.env["GIT_CONFIG_GLOBAL"])
@@ -471,7 +477,8 @@ def _conflict(repo) -> None:
 def test_a_conflicting_pull_copies_no_host_file_into_the_repository(repo):
     """rerere turns itself on when .git/rr-cache exists and, on a conflict, takes the paths of
     .git/MERGE_RR as they are: a routed pull copied a host file named there into
-    .git/rr-cache/ID/postimage, where the sandbox reads it."""
+    .git/rr-cache/ID/postimage, where the sandbox reads it. Refused (state of an operation in
+    progress), and rerere is pinned off besides."""
     secret = repo.host.dir / f"{repo.name}-secret"
     secret.write_text("host secret\n")
     _conflict(repo)
@@ -481,7 +488,7 @@ def test_a_conflicting_pull_copies_no_host_file_into_the_repository(repo):
     res = repo.call("git pull --no-rebase")
     copied = repo.path / ".git" / "rr-cache" / rid / "postimage"
     assert not copied.exists() or "host secret" not in copied.read_text(), "a host file was copied in"
-    assert "Recorded resolution" not in res.text and "CONFLICT" in res.text, res.text
+    refused(res, "runner host-shell: refused", ".git/MERGE_RR is not what host commands run git with")
 
 
 def test_no_git_process_outlives_a_routed_fetch(repo):
@@ -494,6 +501,43 @@ def test_no_git_process_outlives_a_routed_fetch(repo):
         (many / f"{i:038x}").write_bytes(b"")
     res = repo.call("git fetch")
     assert "Auto packing" not in res.text, res.text
+
+
+@pytest.mark.parametrize("state", ["MERGE_AUTOSTASH", "worktrees/x/commondir", "objects/pack/multi-pack-index",
+                                   "rebase-merge/git-rebase-todo", "sequencer/todo", "BISECT_START"])
+def test_state_of_an_operation_in_progress_is_refused(repo, state):
+    """git takes what it finds in .git as its own: a stash that MERGE_AUTOSTASH names was applied
+    after a pull's merge whatever autoStash says (and its status entered a loose repository the
+    merge had put a gitlink over), a linked worktree's commondir had fetch read another
+    repository's refs, a multi-pack-index names packs by any path. Only what a clone keeps is
+    taken; the rest is named in the refusal."""
+    path = repo.path / ".git" / state
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{repo.host.dir}/elsewhere\n")
+    refused(repo.call("git status"), "runner host-shell: refused", f".git/{state.split('/')[0]}",
+            "is not what host commands run git with")
+    assert not repo.canary.exists()
+
+
+def test_a_planted_autostash_is_never_applied(repo):
+    """The same chain as the pull's --autostash (a gitlink brought over a loose repository, then a
+    status in it), started by a stash the sandbox names in .git/MERGE_AUTOSTASH: git applied it
+    whatever merge.autoStash said."""
+    _gitlink_over_loose_repository(repo)
+    (repo.path / "a.txt").write_text("a change, stashed by the sandbox\n")
+    stash = git("stash", "create", cwd=repo.path, env=repo.env).stdout.strip()
+    git("checkout", "a.txt", cwd=repo.path, env=repo.env)
+    (repo.path / ".git" / "MERGE_AUTOSTASH").write_text(stash + "\n")
+    res = repo.call("git pull --no-rebase")
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+    refused(res, "runner host-shell: refused", ".git/MERGE_AUTOSTASH")
+
+
+def test_a_reftable_repository_is_refused(repo):
+    """A reftable's tables.list names its tables by any path (git 2.45 on opened, compacted and
+    deleted a host repository's table through `../`): the files backend only."""
+    repo.config("extensions.refStorage", "reftable")
+    refused(repo.call("git status"), "runner host-shell: refused", "extensions.refstorage")
 
 
 def test_a_link_among_the_objects_is_refused(repo):
