@@ -97,18 +97,37 @@ def supported(command: str) -> str:
     return ", ".join(" ".join(p) for p in TABLE if p[0] == command)
 
 
+# Options whose values are handed on as words to a command that is run: gh's base and head
+# branches go to `git log BASE...HEAD` and `git push`. (A title or body goes to the API as text,
+# and may start with '-', as a list does.)
+PLAIN_VALUES = frozenset({"-B", "--base", "-H", "--head"})
+
+
+def _plain_value(name: str, value: str, label: str) -> None:
+    """Such a value is no option: it may not start with '-'."""
+    if name in PLAIN_VALUES and value.startswith("-"):
+        raise OptionRefused(f"option {name} of {label}: its value {value!r} starts with '-', which the commands "
+                            f"{label} runs would read as an option")
+
+
 def check_options(args: list[str], spec: Spec, label: str) -> None:
-    """Refuse any argument before `--` that is not an allowed option in an allowed form.
+    """Refuse any argument that is not an allowed option in an allowed form.
 
     Every word that starts with '-' (but '-' alone) is an option wherever it stands, because
-    git and gh permute; a value-taking option consumes the next word as its value."""
+    git and gh permute; a value-taking option consumes the next word as its value, which may not
+    start with '-' either. After `--` no word may start with '-': git and gh hand words on to the
+    commands they run (`git pull` runs `git fetch origin WORD…` with the `--` dropped)."""
     allowed = lambda: " ".join(sorted(spec.options)) or "none"  # noqa: E731
     i = 0
     while i < len(args):
         a = args[i]
         i += 1
         if a == "--":
-            return  # the rest is positional for git and gh alike
+            for rest in args[i:]:
+                if rest.startswith("-") and rest != "-":
+                    raise OptionRefused(f"{shlex.quote(rest)} after -- starts with '-': {label} hands such a word "
+                                        "on to the commands it runs, as an option")
+            return
         if a == "-" or not a.startswith("-"):
             continue
         if a.startswith("--"):
@@ -126,6 +145,8 @@ def check_options(args: list[str], spec: Spec, label: str) -> None:
             if eq and opt.values is not None and value not in opt.values:
                 raise OptionRefused(f"option {name} of {label} allows only {', '.join(sorted(opt.values))}, "
                                     f"not {value!r}")
+            if eq:
+                _plain_value(name, value, label)
             continue
         chars = a[1:]
         for j, c in enumerate(chars):  # a bundle: -fu, or -oVALUE
@@ -148,4 +169,5 @@ def check_options(args: list[str], spec: Spec, label: str) -> None:
                 if opt.values is not None and value not in opt.values:
                     raise OptionRefused(f"option -{c} of {label} allows only {', '.join(sorted(opt.values))}, "
                                         f"not {value!r}")
+                _plain_value(f"-{c}", value, label)
                 break

@@ -370,7 +370,22 @@ def parse_config(data: bytes, shown: str) -> list[tuple[str, str]]:
 _VALUES = {"extensions.refstorage": re.compile(r"^files$", re.I)}  # reftable: its tables.list names files by any path
 
 
+# A remote's or a branch's name, and their values, are words git and gh put on the command lines
+# of what they run (`git fetch --all` runs `git fetch NAME` for each remote, without `--`; gh runs
+# `git log NAME/BASE...`): none may start with '-'.
+_NAMED = re.compile(r"^(?:remote|branch)\.(.+)\.[^.]+$")
+
+
+def _option_like(key: str, value: str) -> bool:
+    m = _NAMED.match(key)
+    return m is not None and (m.group(1).startswith("-") or value.startswith("-"))
+
+
 def check_config(pairs: list[tuple[str, str]], shown: str) -> None:
+    named = sorted({k for k, v in pairs if _option_like(k, v)})
+    if named:
+        raise Unsafe(f"{shown} sets {', '.join(named[:8])}: a remote's or branch's name or value may not start with "
+                     "'-' (git and gh hand them on to the commands they run, where they would be read as options)")
     bad = sorted({k for k, v in pairs if not _ALLOWED_KEYS.match(k) or (k in _VALUES and not _VALUES[k].match(v))})
     if bad:
         shown_keys = ", ".join(bad[:8]) + (" …" if len(bad) > 8 else "")

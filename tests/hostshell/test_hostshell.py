@@ -130,6 +130,11 @@ ALL = parse_rules("git:push,git:pull,git:fetch,git:status,gh,make:deploy")
     ["git", "--exec-path=/tmp", "push"],
     ["make", "deploy", "-f", "/tmp/evil.mk"],  # unknown programs: no options after the prefix
     ["make", "deploy", "--eval=x"],
+    ["git", "push", "origin", "--", "--exec=x"],  # after --: git and gh hand words on to what they run
+    ["git", "pull", "origin", "--", "--upload-pack=x"],  # pull runs `git fetch origin --upload-pack=x`
+    ["gh", "pr", "create", "-B", "--output=/tmp/x"],  # gh runs `git log BASE...HEAD`
+    ["gh", "pr", "create", "--base=-x"],
+    ["gh", "pr", "create", "-H-x"],
 ])
 def test_options_outside_the_allowlist_are_refused(argv):
     with pytest.raises(CommandRefused) as e:
@@ -144,14 +149,13 @@ def test_options_outside_the_allowlist_are_refused(argv):
     ["git", "push", "--force-with-lease", "origin", "main"],
     ["git", "push", "--force-with-lease=main:abc123", "origin", "main"],
     ["git", "push", "-o", "ci.skip", "-oci.skip", "--push-option=x", "--push-option", "y", "origin"],
-    ["git", "push", "origin", "--", "--exec=a-branch-named-like-an-option"],  # after --: positional
     ["git", "pull", "--rebase", "--rebase=merges", "--no-rebase", "-r", "origin", "main"],
     ["git", "fetch", "--all", "-p", "-P"],
     ["git", "status", "-sb", "--porcelain=v2", "-uno", "--untracked-files=all", "--", "a", "-"],
     ["gh", "pr", "list", "--limit", "5", "-L5", "--state=merged", "-s", "open", "-R", "o/r"],
-    ["gh", "pr", "create", "--title", "Fix (parens) and #1", "-b", "--body text", "--draft"],
+    ["gh", "pr", "create", "--title", "Fix (parens) and #1", "-b", "- a list, as a body", "--draft"],
     ["gh", "issue", "view", "12", "--comments"],
-    ["make", "deploy", "prod", "--", "-not-an-option"],
+    ["make", "deploy", "prod", "--", "-not-an-option"],  # a command with no subcommand table: its own rules
 ])
 def test_allowed_options_pass(argv):
     assert check_argv(argv, ALL) == argv
@@ -367,3 +371,15 @@ def test_a_repository_as_git_leaves_it_is_taken(repo_env, monkeypatch):
     _git("multi-pack-index", "write", cwd=r, env=env)  # names its packs by any path: not taken
     with pytest.raises(Unsafe, match="multi-pack-index is not what host commands run git with"):
         _repository(root, monkeypatch, env)
+
+
+@pytest.mark.parametrize("key, value", [("remote.--upload-pack=x.url", "https://h/r"),
+                                        ("remote.origin.url", "--upload-pack=x"),
+                                        ("branch.-x.remote", "origin"), ("branch.main.merge", "--output=/tmp/x")])
+def test_a_remote_or_branch_named_or_valued_like_an_option_is_refused(key, value):
+    """git fetch --all runs `git fetch NAME` per remote without `--`; gh runs `git log NAME/BASE…`."""
+    from runner import hostrepo
+
+    with pytest.raises(Unsafe, match="may not start with '-'"):
+        hostrepo.check_config([("remote.origin.url", "https://h/r"), (key, value)], "config")
+    hostrepo.check_config([("remote.origin.url", "https://h/r"), ("branch.main.merge", "refs/heads/main")], "config")

@@ -540,6 +540,27 @@ def test_a_reftable_repository_is_refused(repo):
     refused(repo.call("git status"), "runner host-shell: refused", "extensions.refstorage")
 
 
+def test_an_option_after_a_double_dash_is_still_refused(repo):
+    """`git pull` drops the `--` and runs `git fetch origin --upload-pack=…`: the allowlist stopped
+    at `--`, and the sandbox's program ran on the ssh server the host's key reaches (here, the
+    host)."""
+    wrapper = repo.path / "evil-upload-pack"
+    wrapper.write_text(f'#!/bin/sh\ntouch {repo.canary}\nexec git-upload-pack "$@"\n')
+    wrapper.chmod(0o755)
+    res = repo.call(f"git pull origin -- --upload-pack={wrapper}")
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+    refused(res, "--upload-pack=", "starts with '-'")
+
+
+def test_a_remote_named_like_an_option_is_refused(repo):
+    """`git fetch --all` runs `git fetch <name>` for each remote, without `--`: a remote named
+    `--upload-pack=…` ran the sandbox's program on the ssh server."""
+    repo.config(f"remote.--upload-pack={repo.evil}; git-upload-pack.url", repo.url)
+    res = repo.call("git fetch --all")
+    assert not repo.canary.exists(), "the planted program RAN on the host"
+    refused(res, "runner host-shell: refused", "may not start with '-'")
+
+
 def test_a_link_among_the_objects_is_refused(repo):
     """git freshens an object it already has by touching its file: a link planted under the name
     of a blob the remote holds had a fetch set the mtime of the host file it names. A pack named
