@@ -370,15 +370,22 @@ def parse_config(data: bytes, shown: str) -> list[tuple[str, str]]:
 _VALUES = {"extensions.refstorage": re.compile(r"^files$", re.I)}  # reftable: its tables.list names files by any path
 
 
-# A remote's or a branch's name, and their values, are words git and gh put on the command lines
-# of what they run (`git fetch --all` runs `git fetch NAME` for each remote, without `--`; gh runs
-# `git log NAME/BASE...`): none may start with '-'.
-_NAMED = re.compile(r"^(?:remote|branch)\.(.+)\.[^.]+$")
+# A remote's or a branch's name, and the values that name places, are words git and gh put on the
+# command lines of what they run (`git fetch --all` runs `git fetch NAME` for each remote, without
+# `--`; gh runs `git log NAME/BASE...`): none may start with '-'. A tagopt is an option, one of two.
+_NAMED = re.compile(r"^(?:remote|branch)\.(.+)\.([^.]+)$")
+_WORDS = frozenset({"url", "pushurl", "fetch", "push", "remote", "pushremote", "merge"})
+_TAGOPT = frozenset({"--tags", "--no-tags"})
 
 
 def _option_like(key: str, value: str) -> bool:
     m = _NAMED.match(key)
-    return m is not None and (m.group(1).startswith("-") or value.startswith("-"))
+    if m is None:
+        return False
+    name, field = m.groups()
+    if field == "tagopt":
+        return value not in _TAGOPT
+    return name.startswith("-") or (field in _WORDS and value.startswith("-"))
 
 
 def check_config(pairs: list[tuple[str, str]], shown: str) -> None:

@@ -375,11 +375,27 @@ def test_a_repository_as_git_leaves_it_is_taken(repo_env, monkeypatch):
 
 @pytest.mark.parametrize("key, value", [("remote.--upload-pack=x.url", "https://h/r"),
                                         ("remote.origin.url", "--upload-pack=x"),
-                                        ("branch.-x.remote", "origin"), ("branch.main.merge", "--output=/tmp/x")])
+                                        ("branch.-x.remote", "origin"), ("branch.main.merge", "--output=/tmp/x"),
+                                        ("remote.origin.tagopt", "--upload-pack=x")])
 def test_a_remote_or_branch_named_or_valued_like_an_option_is_refused(key, value):
     """git fetch --all runs `git fetch NAME` per remote without `--`; gh runs `git log NAME/BASE…`."""
     from runner import hostrepo
 
     with pytest.raises(Unsafe, match="may not start with '-'"):
         hostrepo.check_config([("remote.origin.url", "https://h/r"), (key, value)], "config")
-    hostrepo.check_config([("remote.origin.url", "https://h/r"), ("branch.main.merge", "refs/heads/main")], "config")
+    hostrepo.check_config([("remote.origin.url", "https://h/r"), ("branch.main.merge", "refs/heads/main"),
+                           ("remote.origin.tagopt", "--no-tags"),  # what `git clone --no-tags` writes
+                           ("branch.main.description", "- work in progress")], "config")
+
+
+def test_a_clone_without_tags_is_taken(repo_env, monkeypatch):
+    """`git clone --no-tags` writes remote.origin.tagopt = --no-tags: an option, and an allowed one."""
+    root, env = repo_env
+    _git("clone", "-q", "--no-tags", str(root / "r"), str(root / "c"), cwd=root, env=env)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    place = Place(str(root / "c"), str(root))
+    try:
+        assert place.repository() == (str(root / "c"), str(root / "c" / ".git"))
+    finally:
+        place.close()
