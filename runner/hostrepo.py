@@ -383,9 +383,11 @@ def _option_like(key: str, value: str) -> bool:
     if m is None:
         return False
     name, field = m.groups()
+    if name.startswith("-"):
+        return True
     if field == "tagopt":
         return value not in _TAGOPT
-    return name.startswith("-") or (field in _WORDS and value.startswith("-"))
+    return field in _WORDS and value.startswith("-")
 
 
 def check_config(pairs: list[tuple[str, str]], shown: str) -> None:

@@ -376,7 +376,8 @@ def test_a_repository_as_git_leaves_it_is_taken(repo_env, monkeypatch):
 @pytest.mark.parametrize("key, value", [("remote.--upload-pack=x.url", "https://h/r"),
                                         ("remote.origin.url", "--upload-pack=x"),
                                         ("branch.-x.remote", "origin"), ("branch.main.merge", "--output=/tmp/x"),
-                                        ("remote.origin.tagopt", "--upload-pack=x")])
+                                        ("remote.origin.tagopt", "--upload-pack=x"),
+                                        ("remote.--upload-pack=x.tagopt", "--no-tags")])  # fetch --all names it
 def test_a_remote_or_branch_named_or_valued_like_an_option_is_refused(key, value):
     """git fetch --all runs `git fetch NAME` per remote without `--`; gh runs `git log NAME/BASE…`."""
     from runner import hostrepo
