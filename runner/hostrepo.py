@@ -299,7 +299,7 @@ def check_no_links(gfd: int, shown: str) -> None:
     try:
         while stack:
             rel, fd = stack.pop()
-            leaf = bool(_OBJECTS.match(rel))
+            leaf, expected = bool(_OBJECTS.match(rel)), _EXPECTED.get(rel)
             try:
                 with os.scandir(fd) as it:
                     entries = list(it)
@@ -317,7 +317,6 @@ def check_no_links(gfd: int, shown: str) -> None:
                     if e.is_symlink():
                         raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
                                      "the workspace")
-                    expected = _EXPECTED.get(rel)
                     if expected is not None and not expected.match(e.name):
                         raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
                                      "cherry-pick, bisect or other operation in progress, no linked worktree, and "

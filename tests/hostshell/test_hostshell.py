@@ -323,16 +323,21 @@ def test_an_index_path_git_never_writes_is_refused(repo_env, monkeypatch, tmp_pa
         _repository(root, monkeypatch, env)
 
 
+def _pins() -> dict[str, str]:
+    """The command-line configuration host-shell gives git (hostrepo.PINS, as git reads them)."""
+    from runner import hostrepo
+
+    env = hostrepo.environment({}, None)
+    return {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+
+
 def test_pull_takes_no_autostash_and_the_pins_turn_it_off():
     """A pull's autostash runs status after the merge, which may have put a gitlink over a
     repository git did not track before: status then enters it (the host's own config may turn
     autostash on, so it is pinned off too)."""
-    from runner import hostrepo
-
     with pytest.raises(CommandRefused, match="--autostash"):
         check_argv(["git", "pull", "--autostash"], parse_rules("git:pull"))
-    env = hostrepo.environment({}, None)
-    pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    pins = _pins()
     assert pins["merge.autoStash"] == pins["rebase.autoStash"] == "false"
     assert pins["diff.submodule"] == "short" and pins["status.submoduleSummary"] == "false"
 
@@ -341,10 +346,7 @@ def test_git_acts_on_no_state_the_sandbox_left_in_the_git_directory():
     """rerere's MERGE_RR paths, the index's untracked cache, and automatic gc (which detached and
     outlived the command) are pinned off, over the repository's and the host's own config;
     test_host_commands.py has rerere and gc end to end."""
-    from runner import hostrepo
-
-    env = hostrepo.environment({}, None)
-    pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
+    pins = _pins()
     assert pins["rerere.enabled"] == pins["core.untrackedCache"] == pins["gc.autoDetach"] == "false"
     assert pins["gc.auto"] == "0" and pins["maintenance.auto"] == "false"
 

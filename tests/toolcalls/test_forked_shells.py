@@ -401,6 +401,7 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     the next zygote removes, even while the agent is a zombie (that failed first) and when its pid
     now names another process (a start time that is not that process's: that failed first too);
     the FIFOs of a live agent, a file of that name, and a link to a FIFO stay."""
+    from executors.docker.labels import process_start_time
     from runner.toolbox import zygote
 
     import subprocess
@@ -410,7 +411,7 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     while _state(zombie.pid) != "Z":
         time.sleep(0.01)
     me = os.getpid()
-    start = int(open(f"/proc/{me}/stat").read().rsplit(")", 1)[1].split()[19])
+    start = int(process_start_time(me))
     names = {"dead": f"runner-agent-{dead}-ab.in", "dead2": f"runner-agent-{dead}-ab.out",
              "zombie": f"runner-agent-{zombie.pid}-ab.in", "reused": f"runner-agent-{me}.{start - 1}-ab.in",
              "live": f"runner-agent-{me}.{start}-ab.in", "bare": f"runner-agent-{me}-ab.in",
