@@ -21,7 +21,7 @@ from typing import Callable
 from executors import ExecRequest, Executor, ExecutorError
 from executors.models import OOM_EXIT
 
-from . import bundle, channel
+from . import bundle, channel, lent
 from .errors import RunnerError
 from .toolbox import wire
 
@@ -29,6 +29,7 @@ START_TIMEOUT = 60.0
 RECV_CHUNK = 64 * 1024  # bytes asked of the agent's socket at a time: a recv of 1 MiB cost 30-45 us
 # of CPU more a call here (a buffer that size is allocated and given back every time)
 MAX_LINE = wire.MAX_LINE
+LEND_WAIT = 0.05  # seconds a call that may go to a lent shell waits for the agent's next spare
 
 
 class SandboxDied(RunnerError):
@@ -63,6 +64,12 @@ class Sandbox:
         self.retired: str | None = None  # why this sandbox serves no further call (it still answered this one)
         self.used = False
         self.started_at = 0.0
+        # Shells lent by the agent (runner/lent.py), where the protocol is on the socket
+        self._oom_fd: int | None = None  # the container's out-of-memory counter, as this machine sees it
+        self._lending = False  # the agent was asked to lend its spares
+        self._expect = False  # a spare is on its way (the agent asked for the next as it lent the last)
+        self._spares: collections.deque[lent.Spare] = collections.deque()  # lent and not yet used
+        self._fds: list[int] = []  # descriptors received and not yet taken with their `spare` line
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
@@ -96,6 +103,9 @@ class Sandbox:
             self.close()
             raise SandboxDied(f"the agent did not start: {reply}")
         self.info = reply
+        if self._oom_fd is not None and not self.hello_msg.get("single_call"):
+            self._lending = self._expect = True  # (on the socket: a recvmsg from now on, for the descriptors)
+            self._send({"op": "lend"})
         self.started_at = time.monotonic() - t0
         return self
 
@@ -123,6 +133,7 @@ class Sandbox:
                         self._die(f"a process that is not this sandbox's (pid {pid}) connected to its channel "
                                   "first; the sandbox is not used", kill=True, words=False)
                     self._conn = conn
+                    self._oom_fd = lent.oom_counter(pid, container)  # None: no lending (its kills unseen)
                     self._conn_poll = select.poll()
                     self._conn_poll.register(conn.fileno(), select.POLLIN)
                     self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True,
@@ -189,6 +200,13 @@ class Sandbox:
             self._listener.close()
             self._listener = None
         self._close_process()
+        while self._spares:
+            self._spares.popleft().close()
+        lent.close_all(self._fds)
+        self._fds = []
+        if self._oom_fd is not None:
+            lent.close_all([self._oom_fd])
+            self._oom_fd = None
         try:
             self.executor.stop()
         except Exception:
@@ -205,6 +223,21 @@ class Sandbox:
         if not self.alive:
             raise SandboxDied(self.dead or "the sandbox is closed")
         self.used = True
+        msg = None
+        if self._lending and tool in lent.TOOLS:
+            command = lent.command(tool, args)
+            if command is not None:
+                msg = self._call_lent(call_id, command, args, on_output)
+        if msg is None:
+            msg = self._call_agent(call_id, tool, args, timeout, on_output)
+        if isinstance(msg.get("meta"), dict) and msg["meta"].get("oom_killed"):
+            # The memory limit may have killed any process in it (a background job, a
+            # server the agent started): what is left is not the sandbox the caller had.
+            self.retired = "an out-of-memory kill"
+            msg["content"] = f"{msg.get('content') or ''}; a fresh sandbox will serve the next call"
+        return msg
+
+    def _call_agent(self, call_id: str, tool: str, args: dict, timeout: float, on_output) -> dict:
         self._send({"op": "call", "id": call_id, "tool": tool, "args": args})
         deadline = time.monotonic() + timeout
         while True:
@@ -217,13 +250,41 @@ class Sandbox:
                 last = msg.pop("output", None)  # the call's last output rides with its result
                 if isinstance(last, str) and last and on_output is not None:
                     on_output(last)
-                if isinstance(msg.get("meta"), dict) and msg["meta"].get("oom_killed"):
-                    # The memory limit may have killed any process in it (a background job, a
-                    # server the agent started): what is left is not the sandbox the caller had.
-                    self.retired = "an out-of-memory kill"
-                    msg["content"] = f"{msg.get('content') or ''}; a fresh sandbox will serve the next call"
                 return msg
             # anything else (a stale event, a log line) is ignored
+
+    def _call_lent(self, call_id: str, command: bytes, args: dict, on_output) -> "dict | None":
+        """The call in a shell the agent lent (runner/lent.py); None if there is none, or it
+        did not take the command (which then never ran): the call goes to the agent."""
+        timeout = float(args.get("timeout") or 120)
+        before = lent.oom_kills(self._oom_fd)
+        ran = None
+        while ran is None:
+            if not self._spares and self._expect:
+                self._next(time.monotonic() + LEND_WAIT, spare=True)
+                self._expect = bool(self._spares)  # none came: wait again only once one has
+            if not self._spares:
+                return None
+            spare = self._spares.popleft()
+            try:  # None: it had ended, or would not take the command (which never ran): the next
+                ran = lent.run(spare, command, timeout, on_output, self._ask)
+            finally:
+                spare.close()
+        self._expect = True  # the agent asked for the next as it lent this one
+        after = lent.oom_kills(self._oom_fd)
+        from .toolbox.procs import shell_answer
+
+        return {"op": "result", "id": call_id,
+                **shell_answer(*ran, timeout, before is not None and after is not None and after > before)}
+
+    def _ask(self, op: str, **kw) -> dict:
+        """One round trip to the agent about the lent shell: its `lent` answer."""
+        self._send({"op": op, **kw})
+        deadline = time.monotonic() + lent.ASK_WITHIN
+        while True:
+            msg = self._next(deadline)
+            if msg.get("op") == "lent":
+                return msg
 
     def _send(self, msg: dict) -> None:
         conn, proc = self._conn, self.proc  # close() of another thread may clear them meanwhile
@@ -249,25 +310,44 @@ class Sandbox:
         try:
             if not poll.poll(timeout * 1000):
                 return None
-            data = conn.recv(RECV_CHUNK)
+            if self._lending:  # a spare's descriptors come with its line
+                data, ancillary, _, _ = conn.recvmsg(RECV_CHUNK, lent.ANC_SPACE, socket.MSG_CMSG_CLOEXEC)
+                self._fds += lent.received(ancillary)
+                if len(self._fds) > lent.FDS:  # more than one spare's at a time: never the agent's way
+                    lent.close_all(self._fds[lent.FDS:])
+                    del self._fds[lent.FDS:]
+            else:
+                data = conn.recv(RECV_CHUNK)
         except (OSError, ValueError):  # closed by another thread
             data = b""
         return ("stdout", data) if data else ("eof", b"")
 
-    def _next(self, deadline: float) -> dict:
+    def _next(self, deadline: float, spare: bool = False) -> "dict | None":
         """The next message from the agent's channel (stdout, or its socket). A line that is not the agent's next
         authentic line, or longer than MAX_LINE, means something in the sandbox wrote to the
-        channel: the sandbox is declared dead (SandboxDied) and nothing of it is trusted."""
+        channel: the sandbox is declared dead (SandboxDied) and nothing of it is trusted.
+        A `spare` line is taken here, with its descriptors (runner/lent.py). spare: wait only
+        for one, until the deadline (then None), other messages dropped."""
         while True:
             try:
                 line = self._lines.pop()
                 if line is not None:
-                    return self._rx.open(line)
+                    msg = self._rx.open(line)
+                    if msg.get("op") != "spare":
+                        if not spare:
+                            return msg
+                        continue
+                    self._took(msg)
+                    if spare:
+                        return msg
+                    continue
             except wire.WireError as e:
                 self._die(f"the agent's output channel was tampered with ({e}); a process in the sandbox "
                           "wrote to it, so nothing more from this sandbox is trusted", kill=True, words=False)
             left = deadline - time.monotonic()
             if left <= 0:
+                if spare:
+                    return None
                 self._die("the agent did not answer in time", kill=True)
             item = self._recv(min(left, 1.0))
             if item is None:
@@ -279,6 +359,16 @@ class Sandbox:
                 self._lines.feed(data)
             else:
                 self._stderr.append(data[-2000:])
+
+    def _took(self, msg: dict) -> None:
+        """A `spare` line: the shell it names, with the descriptors that came with it."""
+        fds, self._fds = self._fds[:lent.FDS], self._fds[lent.FDS:]
+        spare = lent.Spare.of(msg, fds) if self._lending else lent.close_all(fds)  # (of() closes them if not a spare's)
+        if spare is not None:
+            self._spares.append(spare)
+            if len(self._spares) > lent.HELD:  # more than the agent's zygotes lend at once: not its way
+                self._spares.popleft().close()
+        self._expect = True
 
     def _ended(self) -> None:
         """The agent's channel ended: raise SandboxDied with its exit status."""

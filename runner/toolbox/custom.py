@@ -104,20 +104,20 @@ def run_captured(argv: list, cwd: str, env: dict, timeout: float, stdin: bytes |
     rc = procs._wait(proc, timeout)
     timed_out = rc is None
     if timed_out:
-        procs._kill_group(proc.pid, signal.SIGTERM)
+        procs.kill_group(proc.pid, signal.SIGTERM)
         rc = procs._wait(proc, procs.KILL_GRACE)
         if rc is None:
-            procs._kill_group(proc.pid, signal.SIGKILL)
+            procs.kill_group(proc.pid, signal.SIGKILL)
             rc = proc.wait()
     for t in readers:
         t.join(0.5)
-    procs._kill_group(proc.pid, signal.SIGKILL)  # what the tool left behind holds our pipes
+    procs.kill_group(proc.pid, signal.SIGKILL)  # what the tool left behind holds our pipes
     for t in readers:
         t.join(2)
     for p in (proc.stdout, proc.stderr):
         if p is not None:
             p.close()
-    return (124 if timed_out else procs._code(rc)), bytes(bufs["out"]), bytes(bufs["err"]), timed_out, dropped[0]
+    return (124 if timed_out else procs.code_of(rc)), bytes(bufs["out"]), bytes(bufs["err"]), timed_out, dropped[0]
 
 
 def _text(data: bytes) -> str:

@@ -59,7 +59,7 @@ class Plugin:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        procs._kill_group(self.proc.pid, signal.SIGKILL)
+        procs.kill_group(self.proc.pid, signal.SIGKILL)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:

@@ -37,7 +37,7 @@ def _cwd(ctx: Ctx, cwd) -> str:
     return real
 
 
-def _kill_group(pid: int, sig: int) -> None:
+def kill_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
     except (ProcessLookupError, PermissionError):
@@ -67,7 +67,7 @@ def _wait(proc: subprocess.Popen, timeout: float):
     return proc.wait() if ready else proc.poll()
 
 
-def _code(rc: int) -> int:
+def code_of(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
 
 
@@ -365,10 +365,10 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
             now = time.monotonic()
             if not timed_out and now >= deadline:
                 timed_out = True
-                _kill_group(proc.pid, signal.SIGTERM)
+                kill_group(proc.pid, signal.SIGTERM)
                 deadline = now + KILL_GRACE
             elif timed_out and now >= deadline:
-                _kill_group(proc.pid, signal.SIGKILL)
+                kill_group(proc.pid, signal.SIGKILL)
                 break
             wait = min(0.1, max(0.0, deadline - now))
             if quiet_until:
@@ -404,18 +404,18 @@ def run_streamed(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float,
             hold({"op": "output", "id": call_id, "data": pending})
     finally:
         if timed_out:
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
         rc = _wait(proc, KILL_GRACE)
         if rc is None:
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
             rc = proc.wait()
         if timed_out:
-            _group_gone(proc.pid, KILL_GRACE)
+            group_gone(proc.pid, KILL_GRACE)
         proc.stdout.close()
-    return (124 if timed_out else _code(rc)), timed_out
+    return (124 if timed_out else code_of(rc)), timed_out
 
 
-def _group_gone(pgid: int, within: float) -> None:
+def group_gone(pgid: int, within: float) -> None:
     """Wait until no process of the killed group is left, zombies included (each holds a slot
     under the sandbox's pids limit until its new parent reaps it), so the next call can fork."""
     deadline = time.monotonic() + within
@@ -429,7 +429,7 @@ def _group_gone(pgid: int, within: float) -> None:
         time.sleep(0.01)
 
 
-def _answer(code: int, timed_out: bool, timeout: float, oom_killed: bool = False):
+def shell_answer(code: int, timed_out: bool, timeout: float, oom_killed: bool = False):
     meta = {"streamed": True, "exit_code": code, "timed_out": timed_out}
     if oom_killed:
         meta["oom_killed"] = True
@@ -450,7 +450,7 @@ def bash(ctx: Ctx, args: dict, call_id: str = ""):
     timeout = float(args.get("timeout") or 120)
     ooms = oom.kills()
     code, timed_out = run_streamed(ctx, call_id, command, _cwd(ctx, args.get("cwd")), timeout)
-    return _answer(code, timed_out, timeout, oom.killed_since(ooms))
+    return shell_answer(code, timed_out, timeout, oom.killed_since(ooms))
 
 
 class Job:
@@ -496,7 +496,7 @@ class Job:
             self.eof.wait(DRAIN_WAIT)
             self.drained = True
         return {"pid": self.proc.pid, "command": self.command[:200], "running": rc is None,
-                "exit_code": None if rc is None else _code(rc), "runtime_s": round(time.time() - self.started, 1)}
+                "exit_code": None if rc is None else code_of(rc), "runtime_s": round(time.time() - self.started, 1)}
 
     def newest(self, limit: int = 30_000) -> str:
         with self.lock:
@@ -530,7 +530,7 @@ def exec_(ctx: Ctx, args: dict, call_id: str = ""):
                            "poll its output, send input or signals, or kill it.", "meta": {"pid": proc.pid}}
     ooms = oom.kills()
     code, timed_out = run_streamed(ctx, call_id, command, cwd, timeout, stdin_text=args.get("input"))
-    return _answer(code, timed_out, timeout, oom.killed_since(ooms))
+    return shell_answer(code, timed_out, timeout, oom.killed_since(ooms))
 
 
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT, "HUP": signal.SIGHUP,
@@ -576,7 +576,7 @@ def process(ctx: Ctx, args: dict):
         sig = SIGNALS.get(name) if not name.isdigit() else int(name)
         if sig is None:
             raise ToolError(f"unknown signal {name}: use one of {', '.join(SIGNALS)}")
-        _kill_group(job.proc.pid, sig)
+        kill_group(job.proc.pid, sig)
         if action == "kill":
             try:
                 job.proc.wait(timeout=5)
@@ -593,5 +593,5 @@ def shutdown() -> None:
     _keeper.retire()
     with _jobs_lock:
         for job in _jobs.values():
-            _kill_group(job.proc.pid, signal.SIGKILL)
+            kill_group(job.proc.pid, signal.SIGKILL)
         _jobs.clear()

@@ -60,10 +60,13 @@ STREAMING = {"bash", "exec"}
 READ_CHUNK = 64 * 1024
 
 
-def _spare_ready():
-    """What the agent's loop watches between requests (procs.pending), once procs is loaded."""
-    procs = _loaded.get("procs")
-    return None if procs is None else procs.pending()
+def _spare_ready() -> list:
+    """What the agent's loop watches between requests, (fd, handler) pairs: the zygotes' pipes
+    while a spare asked for has not said it runs (procs.pending, lender.pending), once loaded."""
+    procs, lender = _loaded.get("procs"), _loaded.get("lender")
+    got = [] if lender is None else lender.pending()
+    mine = None if procs is None else procs.pending()
+    return got if mine is None else [mine, *got]
 
 
 def _fits(body: bytes) -> bool:
@@ -92,6 +95,7 @@ class Wire:
         else:
             self._reading(fd, lambda n: os.read(fd, n))
         self.write = os.fdopen(out_fd, "wb", buffering=0).write
+        self.sock = None  # the controller's socket, once connect() moved the protocol there
         self.lock = threading.Lock()
         self.held: "dict | None" = None  # a call's last output, which rides in its result
         self.signer: wire.Signer | None = None
@@ -116,6 +120,21 @@ class Wire:
         self.inp = sock
         self._reading(sock.fileno(), sock.recv)
         self.write = sock.sendall
+        self.sock = sock
+
+    def lend(self, msg: dict, fds) -> None:
+        """Send msg with the descriptors fds (SCM_RIGHTS, on the socket only: OSError on stdio),
+        as one line of the channel: the controller takes them with that line."""
+        import array
+        import socket
+
+        if self.sock is None:
+            raise OSError("descriptors go only over the controller's socket")
+        with self.lock:
+            line = self.signer.frame_body(_bounded(wire.encode(msg), msg))
+            sent = self.sock.sendmsg([line], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            if sent < len(line):  # (a line this short goes whole; the rest would go without the descriptors)
+                self.sock.sendall(line[sent:])
 
     def _reading(self, fd: "int | None", read) -> None:
         self.fd, self.read = fd, read
@@ -163,19 +182,21 @@ class Wire:
             self.buf += data
 
     def _idle(self, watch) -> None:
-        """Until the input can be read, hand what else watch() names to its handler: the spare
-        shell's ready line (procs.pending), taken while the controller writes the next call."""
+        """Until the input can be read, hand what else watch() names ((fd, handler) pairs) to
+        its handler: the spare shells' ready lines (_spare_ready), taken while the controller
+        writes the next call."""
         while True:
             got = watch()
-            if got is None:
+            if not got:
                 return
-            fd, handle = got
             p = select.poll()
             p.register(self.fd, select.POLLIN)
-            p.register(fd, select.POLLIN)
+            for fd, _ in got:
+                p.register(fd, select.POLLIN)
             ready = {f for f, _ in p.poll()}
-            if fd in ready:
-                handle()
+            for fd, handle in got:
+                if fd in ready:
+                    handle()
             if self.fd in ready:
                 return
 
@@ -292,12 +313,21 @@ def main(inp=None, out_fd: int | None = None) -> None:
                     tool_module("procs").prepare(ctx)  # the next call's shell, made while the controller reads this
                 else:
                     tool_module("procs").retire()  # its zygote: no call comes after this one
+            elif op == "lend" and ctx is not None and not single and channel.sock is not None:
+                tool_module("lender").start(ctx, channel.lend)
+            elif op == "lent_status":
+                wait = msg.get("wait")  # None: until the zygote tells (Forked.wait)
+                code = tool_module("lender").status(msg.get("pid"), float(wait) if isinstance(wait, (int, float)) else None)
+                channel.send({"op": "lent", "status": code})
+            elif op == "lent_kill":
+                tool_module("lender").kill(msg.get("pid"))
+                channel.send({"op": "lent", "status": None})
             elif op == "shutdown":
                 break
             else:
                 channel.send({"op": "error", "error": f"unknown op {op!r}"})
     finally:
-        for name in ("procs", "plugins"):  # only those loaded can have started anything
+        for name in ("procs", "lender", "plugins"):  # only those loaded can have started anything
             # one that warm_up() is still importing has no shutdown yet, and has started nothing
             shutdown = getattr(sys.modules.get(f"{__package__}.{name}"), "shutdown", None)
             if shutdown is not None:

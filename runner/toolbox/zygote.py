@@ -60,6 +60,11 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/fd/9 ]] && '
         'printf "s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1 && set +x; }} 2>&-; then exec >&- 2>&-; fi; '
         'exit "$__runner_s"')
+# The same for a spare lent to the controller (`l`, procs._Keeper.lend): its status goes on the
+# zygote's fd 8, the FIFO the controller holds the read end of (PREFIX T.st), not to the agent.
+LENT_TAIL = TAIL.replace('"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1',
+                         '"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/8')
+assert LENT_TAIL != TAIL
 # The call's command (after the byte Forked.give puts before it), with the spare's variables gone.
 RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # One line (a command's $LINENO counts from the eval). The zygote traps signals with a handler, not
@@ -74,10 +79,12 @@ RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
 # for its spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; ( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
-          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 9>&-; '
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8>{prefix}\"$__runner_d.st\"; "
+          "( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
+          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
-          + RUN + '; ' + TAIL + '; else ' + RUN + '; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; done')
+          + RUN + '; ' + TAIL + '; elif [[ $__runner_cmd == l* ]]; then ' + RUN + '; ' + LENT_TAIL + '; else ' + RUN
+          + '; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; exec 8>&-; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16
@@ -240,10 +247,12 @@ class Zygote:
     def alive(self) -> bool:
         return not self.closed and self.proc.poll() is None
 
-    def order(self) -> "Forked":
+    def order(self, lend: bool = False) -> "Forked":
         """Ask for a new spare and return at once: the zygote forks it while the agent goes on
         (to read its next request, where the spare's ready line is taken when it comes).
-        Forked.ready() waits for it. ZygoteError if the ask fails."""
+        Forked.ready() waits for it. ZygoteError if the ask fails. lend: a spare for the
+        controller (procs._Keeper.lend), with a third FIFO, PREFIX T.st, on which the zygote
+        holds the write end while it runs (its fd 8: where LENT_TAIL tells the status)."""
         with self.lock:
             if self.forking is not None:  # the spare in use may run: the zygote forks this one when it ends
                 raise ZygoteError("the zygote has a spare asked for already")
@@ -253,13 +262,15 @@ class Zygote:
             token = os.urandom(TOKEN // 2).hex().encode()
             base = self.prefix + token.decode()
             try:
-                for suffix in (".in", ".out"):
+                for suffix in (".in", ".out", ".st") if lend else (".in", ".out"):
                     os.mkfifo(base + suffix, 0o600)
                     made.append(base + suffix)
                 # O_RDWR: the spare's open of P.in never waits for a writer; O_NONBLOCK: no write or
                 # read of ours waits for a spare that stopped (or a process that filled the FIFO)
                 fds.append(os.open(base + ".in", os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
                 fds.append(os.open(base + ".out", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
+                if lend:  # read before the zygote opens it to write: its open never waits
+                    fds.append(os.open(base + ".st", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW))
                 self.forking = token
                 if os.write(self.inp, token) != len(token):
                     raise ZygoteError("the zygote's input is full")
@@ -269,7 +280,7 @@ class Zygote:
                     os.close(fd)
                 _unlink(made)
                 raise ZygoteError(f"no spare from the zygote: {e}") from None
-            return Forked(self, token, made, fds[0], fds[1])
+            return Forked(self, token, made, *fds)
 
     def ready(self, token: bytes, fifos: list, timeout: float) -> "int | None":
         """The pid of the spare being forked once it has said it runs (it holds its FIFOs then,
@@ -413,6 +424,14 @@ class Zygote:
         self.proc.stdout.close()
 
 
+def framed(command: bytes, lent: bool = False) -> bytes:
+    """A command as a spare reads it, after a byte that says what follows it: `t`, TAIL; `l`,
+    LENT_TAIL (a spare the controller holds); `n`, nothing, for a command that names `trap` (a
+    DEBUG trap would run before each command of a tail, and an EXIT trap keeps it from closing
+    anyway): the zygote tells that one's status."""
+    return (b"n" if b"trap" in command else b"l" if lent else b"t") + command
+
+
 class _Out:
     """The read end of a spare's output, shaped as Popen.stdout is where procs.run_streamed uses it."""
 
@@ -432,11 +451,12 @@ class Forked:
     """A spare shell of the zygote: asked for (Zygote.order), ready() once it runs, given its
     command once, then waited for as a Popen is."""
 
-    def __init__(self, zygote: Zygote, token: bytes, fifos: list, cmd_fd: int, out_fd: int) -> None:
+    def __init__(self, zygote: Zygote, token: bytes, fifos: list, cmd_fd: int, out_fd: int, st_fd: int = -1) -> None:
         self.zygote, self.token, self.fifos = zygote, token, fifos
         self.pid: "int | None" = None
         self.cmd_fd = cmd_fd
         self.stdout = _Out(out_fd)
+        self.st_fd = st_fd  # a lent spare's status FIFO (order(lend=True)), else -1
         self.returncode = None
 
     def ready(self, timeout: float = READY_WITHIN) -> bool:
@@ -462,7 +482,7 @@ class Forked:
             return False
         try:
             ours = all(os.path.samestat(os.lstat(path), os.fstat(fd))
-                       for path, fd in zip(self.fifos, (self.cmd_fd, self.stdout.fd), strict=True))
+                       for path, fd in zip(self.fifos, self._fds(), strict=True))
         except OSError:
             ours = False
         if ours:
@@ -473,6 +493,15 @@ class Forked:
         self.close()
         return True
 
+    def _fds(self) -> tuple:
+        return (self.cmd_fd, self.stdout.fd) + ((self.st_fd,) if self.st_fd >= 0 else ())
+
+    def handed(self) -> tuple:
+        """Its descriptors for the controller (command, output, status): once sent, this
+        process closes its copies (close()), and the spare reads its command's end when the
+        controller closes the last."""
+        return self._fds()
+
     def close(self) -> None:
         """Its descriptors (and FIFOs, if it never said it runs), as a spare never given a
         command: it reads an empty one and ends."""
@@ -481,14 +510,16 @@ class Forked:
         if self.cmd_fd >= 0:
             os.close(self.cmd_fd)
             self.cmd_fd = -1
+        if self.st_fd >= 0:
+            os.close(self.st_fd)
+            self.st_fd = -1
         self.stdout.close()
 
     def give(self, data: bytes) -> bool:
-        """Its command (it fits an empty FIFO, with the byte before it); at our close it reads EOF.
-        False if the FIFO did not take it all (something else filled it): then the spare is not
-        used. The byte: `t`, run TAIL after it; `n`, a command that names `trap` (a DEBUG trap
-        would run before each command of TAIL, and an EXIT trap keeps TAIL from closing anyway)."""
-        data = (b"n" if b"trap" in data else b"t") + data
+        """Its command (it fits an empty FIFO, with the byte before it: framed()); at our close
+        it reads EOF. False if the FIFO did not take it all (something else filled it): then the
+        spare is not used."""
+        data = framed(data)
         try:
             done = os.write(self.cmd_fd, data) == len(data)
         except BlockingIOError:
@@ -496,6 +527,9 @@ class Forked:
         if done:
             os.close(self.cmd_fd)
             self.cmd_fd = -1
+            if self.st_fd >= 0:  # a spare forked to lend, run by the agent: its status comes to the agent
+                os.close(self.st_fd)
+                self.st_fd = -1
         return done
 
     def poll(self):
@@ -549,4 +583,4 @@ class Forked:
         except (ProcessLookupError, PermissionError):
             pass
         self.wait(1.5)
-        self.stdout.close()
+        self.close()

@@ -1,0 +1,284 @@
+"""A bash call straight to its shell: the agent lends the controller each spare shell it forks,
+and the controller writes the command into it and reads its output and status itself.
+
+Why: on the agent's path a bash call wakes four processes in turn (controller -> agent -> spare
+-> agent -> controller), where a local fork wakes two, and on a VM each wake-up of an idle vCPU
+is what a call pays for (DESIGN.md, speed). Lent, the call's path is controller -> spare ->
+controller; the agent forks the next spare and lends it while the controller ends this call.
+
+How: where the protocol runs on the controller's socket (runner/channel.py), the controller
+sends `lend` after the hello. From then on the agent sends each spare, once it runs, as a
+`spare` line with three descriptors (SCM_RIGHTS): the write end of its command FIFO, the read end
+of its output FIFO, and the read end of a status FIFO on which the zygote holds the write end
+while the spare runs (toolbox/zygote.py: LENT_TAIL writes `s STATUS PID` there once the
+command returns, then closes the output). The controller takes a spare for a call that the
+agent would have run in a spare too (command(): no cwd, stdin or background, no `$$`), writes
+`l` and the command, closes the FIFO (the spare reads its end, then evals), streams the output
+to the call's sink until its end, and takes the status from the status FIFO; where the shell
+gave none (it ran `exit`, `exec`, a trap, or was killed) the agent tells the zygote's
+(`lent_status`); at the timeout the agent ends the spare's group (`lent_kill`). Out-of-memory
+kills are read from the container's own memory cgroup, on this machine (oom_counter).
+
+What the controller trusts of it: nothing more than of the agent's result. The descriptors are
+taken only with an authenticated `spare` line, at most three at a time, close-on-exec, and
+only FIFOs (Spare.of); they are read and written non-blocking, so a process of the sandbox that
+empties or fills them holds no controller. A status or an output a sandbox forges is its own
+call's: the same as an agent it took over could say.
+"""
+from __future__ import annotations
+
+import array
+import codecs
+import os
+import re
+import select
+import socket
+import stat
+import time
+
+# The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
+# when set (a directory other than the workspace, stdin, a background job).
+TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "input", "background")}
+FDS = 3  # a spare's descriptors: command, output, status
+HELD = 2  # spares the controller holds at most: one per zygote of the agent's lender
+ANC_SPACE = socket.CMSG_SPACE(FDS * array.array("i").itemsize)  # a recvmsg takes no more than one spare's
+CHUNK = 64 * 1024
+HOLD = 0.002  # seconds only the output's end wakes the controller, as the agent's run_streamed
+CLOSE_WITHIN = 0.005  # seconds the output has to end once the status FIFO can be read (the shell writes
+# its line there just before it closes its output); else the line is another process's, dropped
+IDLE_CHECK = 0.1  # seconds between asks, while the output is idle, whether the shell has ended
+IDLE_END = 0.2  # seconds of idle output after the shell's end: what is left holding it runs in the background
+ASK_WITHIN = 30.0  # seconds the agent may take to answer a lent_status or lent_kill
+_STATUS = re.compile(rb"(?:^|\n)s (\d{1,3}) (\d+)\n")
+
+
+def command(tool: str, args: dict) -> "bytes | None":
+    """The call's command, as a lent shell takes it, if the call may go to one (the agent would
+    run it in a spare: procs._start); None sends it to the agent, which also says what is wrong
+    with one it refuses."""
+    from .toolbox import procs
+
+    keep = TOOLS.get(tool)
+    text = args.get("command")
+    if keep is None or any(args.get(name) for name in keep) or not isinstance(text, str) or not text.strip():
+        return None
+    if "\0" in text or procs.needs_own_shell(text):
+        return None
+    try:
+        data = os.fsencode(text)
+    except UnicodeError:
+        return None
+    return data if len(data) <= procs.SPARE_MAX else None
+
+
+class Spare:
+    """A shell the agent lent: its pid (in the sandbox) and the controller's ends of its FIFOs."""
+
+    def __init__(self, pid: int, cmd: int, out: int, st: int) -> None:
+        self.pid, self.cmd, self.out, self.st = pid, cmd, out, st
+
+    @classmethod
+    def of(cls, msg: dict, fds: list) -> "Spare | None":
+        """The spare a `spare` line and its descriptors name; None (the descriptors closed) unless
+        they are three FIFOs and the pid a number."""
+        pid = msg.get("pid")
+        try:
+            ok = (len(fds) == FDS and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
+                  and all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds))
+            if ok:
+                for fd in fds:
+                    os.set_blocking(fd, False)
+        except OSError:
+            ok = False
+        if not ok:
+            close_all(fds)
+            return None
+        return cls(pid, *fds)
+
+    def close(self) -> None:
+        close_all([self.cmd, self.out, self.st])
+        self.cmd = self.out = self.st = -1
+
+
+def close_all(fds) -> None:
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def received(ancillary) -> list:
+    """The descriptors of a recvmsg's ancillary data (SCM_RIGHTS)."""
+    fds: list = []
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            got = array.array("i")
+            got.frombytes(data[:len(data) - len(data) % got.itemsize])
+            fds.extend(got)
+    return fds
+
+
+def oom_counter(pid: int, container_id: str) -> "int | None":
+    """A descriptor of the out-of-memory counter of the memory cgroup process pid is in (as this
+    machine sees it: /proc/PID/cgroup, then /sys/fs/cgroup), if that cgroup names container_id;
+    else None. cgroup v2's memory.events, or v1's memory.oom_control (both count `oom_kill`)."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    places = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2) if line.count(":") >= 2 else ("", "", "")
+        if container_id and container_id in path and ".." not in path.split("/"):
+            if controllers == "":
+                places.append(f"/sys/fs/cgroup{path}/memory.events")
+            elif "memory" in controllers.split(","):
+                places.append(f"/sys/fs/cgroup/memory{path}/memory.oom_control")
+    for place in places:
+        try:
+            fd = os.open(place, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        if oom_kills(fd) is not None:
+            return fd
+        os.close(fd)
+    return None
+
+
+_KILLS = re.compile(rb"^oom_kill (\d+)$", re.M)
+
+
+def oom_kills(fd: "int | None") -> "int | None":
+    if fd is None:
+        return None
+    try:
+        found = _KILLS.search(os.pread(fd, 4096, 0))
+    except OSError:
+        return None
+    return None if found is None else int(found[1])
+
+
+def _read(fd: int) -> "bytes | None":
+    """What can be read now: b"" at the end (no writer left), None if nothing is there (another
+    process of the sandbox took it)."""
+    try:
+        return os.read(fd, CHUNK)
+    except BlockingIOError:
+        return None
+
+
+def _status(buf: bytes, pid: int) -> "int | None":
+    """The last `s STATUS PID` line in buf of this spare's pid."""
+    found = None
+    for m in _STATUS.finditer(buf):
+        if int(m[2]) == pid and int(m[1]) <= 255:
+            found = int(m[1])
+    return found
+
+
+def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int, bool] | None":
+    """Run data (command()) in the lent spare: (exit code, timed out), its output given to
+    on_output as text as it comes; None if the spare is gone or would not take the command,
+    which then never ran (the call goes to the agent). ask(op, **kw): a round trip to the agent."""
+    from .toolbox import zygote
+
+    poll = select.poll()
+    poll.register(spare.out, 0)
+    poll.register(spare.st, 0)
+    if poll.poll(0):  # no writer left on its output (the shell has ended since it was lent) or on
+        return None   # its status FIFO (its zygote has: nothing would tell the status)
+    poll.unregister(spare.st)
+    framed = zygote.framed(data, lent=True)
+    try:
+        whole = os.write(spare.cmd, framed) == len(framed)
+    except OSError:
+        whole = False
+    if not whole:  # something filled its FIFO: it waits for its command's end, which it never reads
+        ask("lent_kill", pid=spare.pid)
+        return None
+    os.close(spare.cmd)
+    spare.cmd = -1
+    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    start = time.monotonic()
+    deadline, quiet_until = start + timeout, start + HOLD
+    ended = False  # the agent said the shell has ended (children it left may hold the output)
+    idle_since = None
+    checked = start  # when the agent was last asked whether the shell has ended
+    st_seen = 0.0  # when it was seen readable while the output was open
+    timed_out = False
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            timed_out = True
+            ask("lent_kill", pid=spare.pid)
+            _drain(spare.out, dec, on_output)
+            break
+        wait = min(IDLE_CHECK, deadline - now)
+        if quiet_until:  # most commands end within it: one wake-up, at the output's end
+            if now < quiet_until and not poll.poll(min(wait, quiet_until - now) * 1000):
+                continue
+            quiet_until = 0.0
+            poll.modify(spare.out, select.POLLIN)
+            poll.register(spare.st, select.POLLIN)
+        if st_seen:
+            wait = min(wait, max(0.0, st_seen + CLOSE_WITHIN - now))
+        ready = dict(poll.poll(wait * 1000))
+        if spare.out in ready:
+            got = _read(spare.out)
+            if got == b"":
+                break
+            if got:
+                _give(on_output, dec.decode(got))
+                idle_since = None
+        if spare.st in ready:
+            if not ready[spare.st] & select.POLLIN:  # its writer is gone: the zygote has reaped the spare
+                poll.unregister(spare.st)
+                st_seen = None
+            elif not st_seen:  # the shell's own line comes just before it closes its output: wait for that
+                st_seen = time.monotonic()
+                poll.modify(spare.st, 0)
+        if st_seen and time.monotonic() - st_seen >= CLOSE_WITHIN:
+            # The output did not end with it: another process's line (or a flood of them), which
+            # is dropped, as the shell's own line would be read only at the output's end.
+            _drain(spare.st, None, None)
+            st_seen = 0.0
+            poll.modify(spare.st, select.POLLIN)
+        if spare.out in ready:
+            continue
+        now = time.monotonic()
+        if now - checked >= IDLE_CHECK:  # the output is idle: has the shell ended, with children holding it?
+            # (the zygote's word, through the agent: a status line is believed only at the
+            # output's end, or another process's line would end a call whose shell still runs)
+            checked = now
+            ended = ended or ask("lent_status", pid=spare.pid, wait=0).get("status") is not None
+            if ended:
+                idle_since = idle_since or now
+                if now - idle_since > IDLE_END:
+                    break
+    _give(on_output, dec.decode(b"", final=True))
+    if timed_out:
+        return 124, True
+    got = _read(spare.st)  # the shell's own line, written just before it closed its output
+    status = None if ended or not got else _status(got, spare.pid)
+    if status is None:  # it gave none (exit, exec, a trap, a signal), or left children holding the
+        # output: the zygote's word, through the agent
+        status = ask("lent_status", pid=spare.pid, wait=None).get("status")
+    return (status if isinstance(status, int) else 128 + 9), False
+
+
+def _drain(fd: int, dec, on_output) -> None:
+    """What is left in a FIFO, without waiting for more: given to on_output (None: dropped)."""
+    while True:
+        got = _read(fd)
+        if not got:
+            return
+        if on_output is not None:
+            _give(on_output, dec.decode(got))
+
+
+def _give(on_output, text: str) -> None:
+    if text and on_output is not None:
+        on_output(text)

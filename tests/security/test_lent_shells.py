@@ -1,0 +1,149 @@
+"""Shells the agent lends the controller (runner/lent.py, toolbox/lender.py): on a local engine a
+bash call's command goes straight into a spare shell the controller holds, and its output and
+status come straight back. What the sandbox hands the controller are three descriptors per
+spare; what a process of the sandbox writes on the spare's FIFOs is its own call's business and
+no more: it ends no call early, holds no later one and leaves the controller nothing open."""
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+import time
+
+import pytest
+
+from runner import Runner, lent, sandbox
+
+from ..toolcalls.test_forked_shells import FILL
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+# Every zygote of the agent ($PPID of a shell the agent starts itself: `: $$`), and each of its
+# children (the spares, lent or not).
+ZYGOTES = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; '
+           '[ "$ppid" = "$PPID" ] && [ "$pid" != "$BASHPID" ] && grep -q __runner_d "/proc/$pid/cmdline" 2>/dev/null '
+           '&& zygotes="$zygotes $pid"; done; [ -n "$zygotes" ] || exit 99; : $$')
+SPARES_OF_Z = 'for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; [ "$ppid" = "$z" ] && '
+
+
+@pytest.fixture
+def runner(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Runner(executor="docker", workspace=ws, preset="all") as r:
+        yield r
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """The ops the controller sends the agent."""
+    ops = []
+    real = sandbox.Sandbox._send
+
+    def send(self, msg):
+        ops.append(msg.get("op"))
+        return real(self, msg)
+
+    monkeypatch.setattr(sandbox.Sandbox, "_send", send)
+    return ops
+
+
+def test_bash_calls_go_to_lent_shells_and_others_to_the_agent(runner, sent):
+    runner.call("bash", {"command": "true"})
+    box = runner.session._sandbox
+    assert box.info["channel"] == "socket" and box._lending
+    sent.clear()
+    for code in range(20):
+        res = runner.call("bash", {"command": f"echo {code}; echo err >&2; (exit {code})"})
+        assert res.text.startswith(f"{code}\nerr\n") and res.meta["exit_code"] == code, res.text
+    assert not {"call", "lent_status"} & set(sent), sent  # no call went through the agent: each shell told its status
+    res = runner.call("bash", {"command": "echo x; exit 3"})  # no status line of its own: the zygote's word
+    assert res.meta["exit_code"] == 3 and res.text.startswith("x\n") and "lent_status" in sent, sent
+    sent.clear()
+    assert runner.call("exec", {"command": "pwd", "working_dir": "."}).text.startswith("/")
+    assert runner.call("bash", {"command": "echo $$ >/dev/null"}).meta["exit_code"] == 0
+    assert sent == ["call", "call"], sent  # a directory, `$$`: the agent's own shells
+
+
+def test_a_status_line_written_on_the_status_fifo_by_another_process_does_not_end_a_call(runner):
+    """The zygote holds the write end of a lent spare's status FIFO (its fd 8), which any
+    process of the sandbox can open. A line written there with the running shell's pid while
+    the shell still holds its output is dropped: the call goes on to its end and its own exit
+    code (which `exit` tells through the zygote, not on that FIFO)."""
+    res = runner.call("bash", {"command": f"{ZYGOTES}\n(sleep 1; for z in $zygotes; do {SPARES_OF_Z}"
+                                          "printf 's 0 %s\\n' $pid >/proc/$z/fd/8; done; done) >/dev/null 2>&1 &"})
+    assert res.meta["exit_code"] == 0, res.text
+    for _ in range(2):  # whichever of the two lent shells the forged lines named
+        res = runner.call("bash", {"command": "echo a; sleep 2; echo b; exit 5", "timeout": 30})
+        assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
+
+
+def test_a_flooded_status_fifo_costs_the_next_calls_nothing(runner):
+    """A process that fills every status FIFO (64 KiB) before the next calls: the shell's own
+    line would wait for room, and the call for it, were the FIFO not drained as the call runs."""
+    res = runner.call("bash", {"command": f"{ZYGOTES}\nfor z in $zygotes; do {FILL} /proc/$z/fd/8 2>/dev/null; done; true"})
+    assert res.meta["exit_code"] == 0, res.text
+    for code in (3, 4, 0):
+        res = runner.call("bash", {"command": f"echo {code}; sleep 0.01; (exit {code})", "timeout": 20})
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
+        assert not res.meta["timed_out"]
+
+
+def test_the_descriptors_of_lent_shells_are_not_inherited_and_all_closed_with_the_sandbox(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Runner(executor="docker", workspace=ws, preset="all") as r:
+        r.call("bash", {"command": "true"})
+        box = r.session._sandbox
+        box._next(time.monotonic() + 5, spare=True)  # one lent, at least
+        held = [(fd, os.fstat(fd)) for spare in box._spares for fd in (spare.cmd, spare.out, spare.st)]
+        assert held
+        assert not any(os.get_inheritable(fd) for fd, _ in held)  # no program the controller starts holds one
+    for fd, st in held:
+        assert _closed(fd) or not os.path.samestat(os.fstat(fd), st), fd
+
+
+def _fifos(n: int = 3) -> list:
+    fds = []
+    for _ in range(n):
+        r, w = os.pipe()
+        os.close(w)
+        fds.append(r)
+    return fds
+
+
+def _closed(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
+
+
+def test_a_spare_line_is_taken_only_with_three_fifos_and_what_is_refused_is_closed():
+    fds = _fifos()
+    spare = lent.Spare.of({"op": "spare", "pid": 12}, fds)
+    assert spare is not None and (spare.cmd, spare.out, spare.st) == tuple(fds)
+    assert all(not os.get_blocking(fd) for fd in fds)  # nothing the sandbox leaves in them holds the controller
+    spare.close()
+    assert all(_closed(fd) for fd in fds)
+    with tempfile.TemporaryFile() as f:
+        regular = os.dup(f.fileno())
+    a, b = socket.socketpair()
+    for msg, fds in (({"pid": 12}, _fifos(2)), ({"pid": 12}, _fifos(4)), ({"pid": True}, _fifos()),
+                     ({"pid": -1}, _fifos()), ({"pid": "12"}, _fifos()), ({"pid": 12}, _fifos(2) + [regular]),
+                     ({"pid": 12}, _fifos(2) + [a.detach()])):
+        assert lent.Spare.of(msg, fds) is None
+        assert all(_closed(fd) for fd in fds), msg
+    b.close()
+
+
+def test_a_call_is_taken_by_a_lent_shell_only_as_the_agent_would_run_it_in_a_spare():
+    assert lent.command("bash", {"command": "echo hi", "timeout": 5}) == b"echo hi"
+    assert lent.command("exec", {"command": "echo hi", "working_dir": None, "background": False}) == b"echo hi"
+    for tool, args in (("bash", {"command": "echo hi", "cwd": "sub"}), ("exec", {"command": "x", "input": "y"}),
+                       ("exec", {"command": "x", "background": True}), ("exec", {"command": "x", "working_dir": "d"}),
+                       ("bash", {"command": "echo $$"}), ("bash", {"command": "echo ${$}"}), ("bash", {"command": " "}),
+                       ("bash", {"command": "a\0b"}), ("bash", {"command": "\udc80x\ud800"}), ("read", {"command": "x"}),
+                       ("bash", {"command": "x" * (64 * 1024)}), ("bash", {"command": 3})):
+        assert lent.command(tool, args) is None, (tool, args)
