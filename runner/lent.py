@@ -36,6 +36,8 @@ import socket
 import stat
 import time
 
+from .toolbox import procs, zygote
+
 # The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
 # when set (a directory other than the workspace, stdin, a background job).
 TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "input", "background")}
@@ -56,8 +58,6 @@ def command(tool: str, args: dict) -> "bytes | None":
     """The call's command, as a lent shell takes it, if the call may go to one (the agent would
     run it in a spare: procs._start); None sends it to the agent, which also says what is wrong
     with one it refuses."""
-    from .toolbox import procs
-
     keep = TOOLS.get(tool)
     text = args.get("command")
     if keep is None or any(args.get(name) for name in keep) or not isinstance(text, str) or not text.strip():
@@ -85,8 +85,8 @@ class Spare:
         try:
             ok = (len(fds) == FDS and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
                   and all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds))
-            if ok:
-                for fd in fds:
+            for fd in fds if ok else ():
+                if os.get_blocking(fd):  # (the agent sends them non-blocking: one system call, not two)
                     os.set_blocking(fd, False)
         except OSError:
             ok = False
@@ -183,8 +183,6 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
     """Run data (command()) in the lent spare: (exit code, timed out), its output given to
     on_output as text as it comes; None if the spare is gone or would not take the command,
     which then never ran (the call goes to the agent). ask(op, **kw): a round trip to the agent."""
-    from .toolbox import zygote
-
     poll = select.poll()
     poll.register(spare.out, 0)
     poll.register(spare.st, 0)

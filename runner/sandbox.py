@@ -23,7 +23,7 @@ from executors.models import OOM_EXIT
 
 from . import bundle, channel, lent
 from .errors import RunnerError
-from .toolbox import wire
+from .toolbox import procs, wire
 
 START_TIMEOUT = 60.0
 RECV_CHUNK = 64 * 1024  # bytes asked of the agent's socket at a time: a recv of 1 MiB cost 30-45 us
@@ -272,10 +272,8 @@ class Sandbox:
                 spare.close()
         self._expect = True  # the agent asked for the next as it lent this one
         after = lent.oom_kills(self._oom_fd)
-        from .toolbox.procs import shell_answer
-
         return {"op": "result", "id": call_id,
-                **shell_answer(*ran, timeout, before is not None and after is not None and after > before)}
+                **procs.shell_answer(*ran, timeout, before is not None and after is not None and after > before)}
 
     def _ask(self, op: str, **kw) -> dict:
         """One round trip to the agent about the lent shell: its `lent` answer."""

@@ -54,7 +54,7 @@ class Lender:
         while slot.forked is None and self.failures < procs.ZYGOTE_TRIES and procs.BASH is not None:
             try:
                 z = slot.zygote
-                if z is None or not z.alive() or z.cwd_id != dir_id(self.ctx.workspace):
+                if z is None or not z.alive():  # (one in a replaced directory: _settle)
                     self._drop(slot)
                     with fsutil.UMASK_LOCK:
                         slot.zygote = zygote.Zygote(procs.BASH, self.ctx.workspace, self.ctx.env)

@@ -470,7 +470,8 @@ class Forked:
                 raise
             if self.pid is None:
                 return False
-            os.set_blocking(self.stdout.fd, True)
+            if self.st_fd < 0:  # (one to lend stays non-blocking: the controller reads it so)
+                os.set_blocking(self.stdout.fd, True)
         return True
 
     def lost(self) -> bool:
