@@ -45,6 +45,7 @@ FDS = 3  # a spare's descriptors: command, output, status
 HELD = 2  # spares the controller holds at most: one per zygote of the agent's lender
 ANC_SPACE = socket.CMSG_SPACE(FDS * array.array("i").itemsize)  # a recvmsg takes no more than one spare's
 CHUNK = 64 * 1024
+DRAIN_MAX = 1 << 20  # bytes read from a FIFO past the point the call waits for nothing more
 HOLD = 0.002  # seconds only the output's end wakes the controller, as the agent's run_streamed
 CLOSE_WITHIN = 0.005  # seconds the output has to end once the status FIFO can be read (the shell writes
 # its line there just before it closes its output); else the line is another process's, dropped
@@ -79,15 +80,15 @@ class Spare:
 
     @classmethod
     def of(cls, msg: dict, fds: list) -> "Spare | None":
-        """The spare a `spare` line and its descriptors name; None (the descriptors closed) unless
-        they are three FIFOs and the pid a number."""
+        """The spare a `spare` line and its descriptors name; None (the descriptors closed)
+        unless they are three FIFOs and the pid a number. They are close-on-exec (received so:
+        a flag of the descriptor, not of the file description the sender shares). Whether the
+        description is non-blocking the sender can change at any time, so no read or write of
+        ours relies on it: each is non-blocking by itself (RWF_NOWAIT; nowait())."""
         pid = msg.get("pid")
         try:
             ok = (len(fds) == FDS and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
                   and all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds))
-            for fd in fds if ok else ():
-                if os.get_blocking(fd):  # (the agent sends them non-blocking: one system call, not two)
-                    os.set_blocking(fd, False)
         except OSError:
             ok = False
         if not ok:
@@ -161,13 +162,61 @@ def oom_kills(fd: "int | None") -> "int | None":
     return None if found is None else int(found[1])
 
 
-def _read(fd: int) -> "bytes | None":
-    """What can be read now: b"" at the end (no writer left), None if nothing is there (another
-    process of the sandbox took it)."""
-    try:
-        return os.read(fd, CHUNK)
-    except BlockingIOError:
-        return None
+class Via:
+    """A pipe of the controller's own, through which every byte of a lent shell's FIFOs goes
+    (splice with SPLICE_F_NONBLOCK): the FIFOs' file descriptions are shared with the sender, who
+    may make them blocking at any time (an agent the sandbox took over), and a read of an empty
+    one or a write into a full one must still come back at once, or a call would hold the
+    controller past its timeout. Reads and writes of a named FIFO take no RWF_NOWAIT here."""
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe2(os.O_CLOEXEC)
+
+    def read(self, fd: int) -> "bytes | None":
+        """What can be read from fd now: b"" at its end (no writer left), None if nothing is
+        there (another process of the sandbox took it)."""
+        try:
+            n = os.splice(fd, self.w, CHUNK, flags=os.SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            return None
+        return os.read(self.r, n) if n else b""  # (all n are in our pipe: one read)
+
+    def write(self, fd: int, data: bytes) -> bool:
+        """Whether data (at most a pipe's 64 KiB) went into fd whole, at once."""
+        os.write(self.w, data)  # our empty pipe takes it at once
+        try:
+            n = os.splice(self.r, fd, len(data), flags=os.SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            n = 0
+        if n < len(data):
+            os.read(self.r, len(data) - n)  # (left in our pipe: gone)
+            return False
+        return True
+
+    def close(self) -> None:
+        close_all([self.r, self.w])
+
+
+_nowait: "bool | None" = None
+
+
+def nowait() -> bool:
+    """Whether this kernel moves bytes between pipes without waiting when asked per call
+    (splice's SPLICE_F_NONBLOCK, whatever the FIFO's own flags): without it nothing is lent."""
+    global _nowait
+    if _nowait is None:
+        r, w = os.pipe()  # blocking, as a sender could make a lent FIFO
+        via = None
+        try:
+            via = Via()
+            _nowait = via.read(r) is None and via.write(w, b"x") and via.read(r) == b"x"
+        except (OSError, AttributeError, ValueError):
+            _nowait = False
+        finally:
+            close_all([r, w])
+            if via is not None:
+                via.close()
+    return _nowait
 
 
 def _status(buf: bytes, pid: int) -> "int | None":
@@ -189,12 +238,16 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
     if poll.poll(0):  # no writer left on its output (the shell has ended since it was lent) or on
         return None   # its status FIFO (its zygote has: nothing would tell the status)
     poll.unregister(spare.st)
-    framed = zygote.framed(data, lent=True)
+    via = Via()
     try:
-        whole = os.write(spare.cmd, framed) == len(framed)
-    except OSError:
-        whole = False
-    if not whole:  # something filled its FIFO: it waits for its command's end, which it never reads
+        return _run(spare, data, timeout, on_output, ask, poll, via)
+    finally:
+        via.close()
+
+
+def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: Via) -> "tuple[int, bool] | None":
+    framed = zygote.framed(data, lent=True)
+    if not via.write(spare.cmd, framed):  # something filled its FIFO: it waits for its command's end, which it never reads
         ask("lent_kill", pid=spare.pid)
         return None
     os.close(spare.cmd)
@@ -202,17 +255,16 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     start = time.monotonic()
     deadline, quiet_until = start + timeout, start + HOLD
-    ended = False  # the agent said the shell has ended (children it left may hold the output)
-    idle_since = None
-    checked = start  # when the agent was last asked whether the shell has ended
-    st_seen = 0.0  # when it was seen readable while the output was open
+    ended_at = 0.0  # when the agent said the shell has ended (children it left may hold the output)
+    checked = start  # when the agent was last asked whether it has
+    st_seen = 0.0  # when the status FIFO was seen readable while the output was open
     timed_out = False
     while True:
         now = time.monotonic()
         if now >= deadline:
             timed_out = True
             ask("lent_kill", pid=spare.pid)
-            _drain(spare.out, dec, on_output)
+            _drain(via, spare.out, dec, on_output)  # what it wrote before it was killed (bounded)
             break
         wait = min(IDLE_CHECK, deadline - now)
         if quiet_until:  # most commands end within it: one wake-up, at the output's end
@@ -223,14 +275,15 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
             poll.register(spare.st, select.POLLIN)
         if st_seen:
             wait = min(wait, max(0.0, st_seen + CLOSE_WITHIN - now))
+        if ended_at:  # once the shell has ended, the first pause in the output past IDLE_END ends the call
+            wait = min(wait, HOLD)
         ready = dict(poll.poll(wait * 1000))
         if spare.out in ready:
-            got = _read(spare.out)
+            got = via.read(spare.out)
             if got == b"":
                 break
             if got:
                 _give(on_output, dec.decode(got))
-                idle_since = None
         if spare.st in ready:
             if not ready[spare.st] & select.POLLIN:  # its writer is gone: the zygote has reaped the spare
                 poll.unregister(spare.st)
@@ -238,41 +291,44 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
             elif not st_seen:  # the shell's own line comes just before it closes its output: wait for that
                 st_seen = time.monotonic()
                 poll.modify(spare.st, 0)
-        if st_seen and time.monotonic() - st_seen >= CLOSE_WITHIN:
+        now = time.monotonic()
+        if st_seen and now - st_seen >= CLOSE_WITHIN:
             # The output did not end with it: another process's line (or a flood of them), which
             # is dropped, as the shell's own line would be read only at the output's end.
-            _drain(spare.st, None, None)
+            _drain(via, spare.st, None, None)  # (bounded: a writer that never stops holds no call)
             st_seen = 0.0
             poll.modify(spare.st, select.POLLIN)
-        if spare.out in ready:
-            continue
-        now = time.monotonic()
-        if now - checked >= IDLE_CHECK:  # the output is idle: has the shell ended, with children holding it?
-            # (the zygote's word, through the agent: a status line is believed only at the
-            # output's end, or another process's line would end a call whose shell still runs)
+        if not ended_at and now - checked >= IDLE_CHECK:
+            # Has the shell ended, with children holding its output? The zygote's word, through
+            # the agent, asked on a clock whether or not output flows (a status line is believed
+            # only at the output's end, or another process's line would end a call whose shell
+            # still runs).
             checked = now
-            ended = ended or ask("lent_status", pid=spare.pid, wait=0).get("status") is not None
-            if ended:
-                idle_since = idle_since or now
-                if now - idle_since > IDLE_END:
-                    break
+            if ask("lent_status", pid=spare.pid, wait=0).get("status") is not None:
+                ended_at = now
+        elif ended_at and spare.out not in ready and now - ended_at > IDLE_END:
+            break  # what is left holding the output runs in the background
     _give(on_output, dec.decode(b"", final=True))
     if timed_out:
         return 124, True
-    got = _read(spare.st)  # the shell's own line, written just before it closed its output
-    status = None if ended or not got else _status(got, spare.pid)
+    got = via.read(spare.st)  # the shell's own line, written just before it closed its output
+    status = None if ended_at or not got else _status(got, spare.pid)
     if status is None:  # it gave none (exit, exec, a trap, a signal), or left children holding the
-        # output: the zygote's word, through the agent
+        # output, or closed its output and runs on: as a call's end, the zygote's word through the
+        # agent, which waits KILL_GRACE for it and then kills the shell's group
         status = ask("lent_status", pid=spare.pid, wait=None).get("status")
     return (status if isinstance(status, int) else 128 + 9), False
 
 
-def _drain(fd: int, dec, on_output) -> None:
-    """What is left in a FIFO, without waiting for more: given to on_output (None: dropped)."""
-    while True:
-        got = _read(fd)
+def _drain(via: Via, fd: int, dec, on_output) -> None:
+    """What is in a FIFO now, up to DRAIN_MAX bytes, without waiting for more: given to
+    on_output (None: dropped). A writer that keeps it full holds no one past that."""
+    drained = 0
+    while drained < DRAIN_MAX:
+        got = via.read(fd)
         if not got:
             return
+        drained += len(got)
         if on_output is not None:
             _give(on_output, dec.decode(got))
 

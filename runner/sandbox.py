@@ -70,6 +70,7 @@ class Sandbox:
         self._expect = False  # a spare is on its way (the agent asked for the next as it lent the last)
         self._spares: collections.deque[lent.Spare] = collections.deque()  # lent and not yet used
         self._fds: list[int] = []  # descriptors received and not yet taken with their `spare` line
+        self._lent_lock = threading.Lock()  # those two, against close() from another thread
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
@@ -103,7 +104,7 @@ class Sandbox:
             self.close()
             raise SandboxDied(f"the agent did not start: {reply}")
         self.info = reply
-        if self._oom_fd is not None and not self.hello_msg.get("single_call"):
+        if self._oom_fd is not None and not self.hello_msg.get("single_call") and lent.nowait():
             self._lending = self._expect = True  # (on the socket: a recvmsg from now on, for the descriptors)
             self._send({"op": "lend"})
         self.started_at = time.monotonic() - t0
@@ -200,10 +201,13 @@ class Sandbox:
             self._listener.close()
             self._listener = None
         self._close_process()
-        while self._spares:
-            self._spares.popleft().close()
-        lent.close_all(self._fds)
-        self._fds = []
+        with self._lent_lock:  # (a call of another thread takes no spare and keeps no descriptor after this)
+            self._lending = False
+            spares, self._spares = list(self._spares), collections.deque()
+            fds, self._fds = self._fds, []
+        for spare in spares:
+            spare.close()
+        lent.close_all(fds)
         if self._oom_fd is not None:
             lent.close_all([self._oom_fd])
             self._oom_fd = None
@@ -259,17 +263,22 @@ class Sandbox:
         timeout = float(args.get("timeout") or 120)
         before = lent.oom_kills(self._oom_fd)
         ran = None
-        while ran is None:
-            if not self._spares and self._expect:
+        for _ in range(lent.HELD + 1):  # (a spare that had ended, or would not take the command, which
+            if not self._spares and self._expect:  # then never ran: the next)
                 self._next(time.monotonic() + LEND_WAIT, spare=True)
                 self._expect = bool(self._spares)  # none came: wait again only once one has
-            if not self._spares:
+            with self._lent_lock:
+                spare = self._spares.popleft() if self._spares else None
+            if spare is None:
                 return None
-            spare = self._spares.popleft()
-            try:  # None: it had ended, or would not take the command (which never ran): the next
+            try:
                 ran = lent.run(spare, command, timeout, on_output, self._ask)
             finally:
                 spare.close()
+            if ran is not None:
+                break
+        if ran is None:
+            return None
         self._expect = True  # the agent asked for the next as it lent this one
         after = lent.oom_kills(self._oom_fd)
         return {"op": "result", "id": call_id,
@@ -310,10 +319,13 @@ class Sandbox:
                 return None
             if self._lending:  # a spare's descriptors come with its line
                 data, ancillary, _, _ = conn.recvmsg(RECV_CHUNK, lent.ANC_SPACE, socket.MSG_CMSG_CLOEXEC)
-                self._fds += lent.received(ancillary)
-                if len(self._fds) > lent.FDS:  # more than one spare's at a time: never the agent's way
-                    lent.close_all(self._fds[lent.FDS:])
-                    del self._fds[lent.FDS:]
+                fds = lent.received(ancillary)
+                if fds:
+                    with self._lent_lock:
+                        self._fds += fds if self._lending else []
+                        extra = self._fds[lent.FDS:] if self._lending else fds  # (more than one
+                        del self._fds[lent.FDS:]  # spare's at a time: never the agent's way)
+                    lent.close_all(extra)
             else:
                 data = conn.recv(RECV_CHUNK)
         except (OSError, ValueError):  # closed by another thread
@@ -360,12 +372,19 @@ class Sandbox:
 
     def _took(self, msg: dict) -> None:
         """A `spare` line: the shell it names, with the descriptors that came with it."""
-        fds, self._fds = self._fds[:lent.FDS], self._fds[lent.FDS:]
-        spare = lent.Spare.of(msg, fds) if self._lending else lent.close_all(fds)  # (of() closes them if not a spare's)
-        if spare is not None:
-            self._spares.append(spare)
-            if len(self._spares) > lent.HELD:  # more than the agent's zygotes lend at once: not its way
-                self._spares.popleft().close()
+        with self._lent_lock:
+            fds, self._fds = self._fds[:lent.FDS], self._fds[lent.FDS:]
+        spare = lent.Spare.of(msg, fds)  # (which closes the received descriptors)
+        dropped = None
+        with self._lent_lock:
+            if spare is not None and not self._lending:  # closed meanwhile
+                dropped, spare = spare, None
+            if spare is not None:
+                self._spares.append(spare)
+                if len(self._spares) > lent.HELD:  # more than the agent's zygotes lend at once: not its way
+                    dropped = self._spares.popleft()
+        if dropped is not None:
+            dropped.close()
         self._expect = True
 
     def _ended(self) -> None:

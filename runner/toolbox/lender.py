@@ -77,6 +77,9 @@ class Lender:
             return
         try:
             if not forked.ready(0):
+                if forked.lost():  # a process of the sandbox removed its FIFOs: the zygote skips its
+                    slot.forked = None  # token, and would never fork it (lost() closed it)
+                    self._order(slot)
                 return
         except (OSError, ValueError, zygote.ZygoteError):  # the zygote ended (say, killed by a call)
             slot.forked = None
@@ -113,13 +116,20 @@ class Lender:
         return None, None
 
     def status(self, pid, wait: "float | None") -> "int | None":
-        """The exit code of the lent spare pid once it has ended (the zygote's word, as
-        Forked.wait gives it: with wait None a stopped zygote is let go on to tell it, then
-        replaced); None if it has not within wait seconds, or pid is no lent spare."""
+        """The exit code of the lent spare pid once it has ended (the zygote's word); None if it
+        has not within wait seconds, or pid is no lent spare. wait None: as a call's end, once
+        its output has (procs.run_streamed): KILL_GRACE for it, then its group is killed and the
+        zygote's word taken (a stopped zygote is let go on to tell it, then replaced)."""
         slot, forked = self._lent(pid)
         if forked is None:
             return None
-        rc = forked.wait(wait)
+        if wait is None:
+            rc = forked.wait(procs.KILL_GRACE)
+            if rc is None:
+                procs.kill_group(forked.pid, signal.SIGKILL)
+                rc = forked.wait()
+        else:
+            rc = forked.wait(wait)
         self._again(slot)
         return None if rc is None else procs.code_of(rc)
 

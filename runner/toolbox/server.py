@@ -314,6 +314,9 @@ def main(inp=None, out_fd: int | None = None) -> None:
                 else:
                     tool_module("procs").retire()  # its zygote: no call comes after this one
             elif op == "lend" and ctx is not None and not single and channel.sock is not None:
+                # Its shells serve the bash calls from now on: the agent's own zygote (the hello
+                # started it) is started again only after a call the agent runs itself.
+                tool_module("procs").retire()
                 tool_module("lender").start(ctx, channel.lend)
             elif op == "lent_status":
                 wait = msg.get("wait")  # None: until the zygote tells (Forked.wait)

@@ -79,7 +79,7 @@ RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
 # for its spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8>{prefix}\"$__runner_d.st\"; "
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
           "( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '

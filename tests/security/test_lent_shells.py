@@ -5,9 +5,11 @@ spare; what a process of the sandbox writes on the spare's FIFOs is its own call
 no more: it ends no call early, holds no later one and leaves the controller nothing open."""
 from __future__ import annotations
 
+import codecs
 import os
 import socket
 import tempfile
+import threading
 import time
 
 import pytest
@@ -124,7 +126,6 @@ def test_a_spare_line_is_taken_only_with_three_fifos_and_what_is_refused_is_clos
     fds = _fifos()
     spare = lent.Spare.of({"op": "spare", "pid": 12}, fds)
     assert spare is not None and (spare.cmd, spare.out, spare.st) == tuple(fds)
-    assert all(not os.get_blocking(fd) for fd in fds)  # nothing the sandbox leaves in them holds the controller
     spare.close()
     assert all(_closed(fd) for fd in fds)
     with tempfile.TemporaryFile() as f:
@@ -147,3 +148,94 @@ def test_a_call_is_taken_by_a_lent_shell_only_as_the_agent_would_run_it_in_a_spa
                        ("bash", {"command": "a\0b"}), ("bash", {"command": "\udc80x\ud800"}), ("read", {"command": "x"}),
                        ("bash", {"command": "x" * (64 * 1024)}), ("bash", {"command": 3})):
         assert lent.command(tool, args) is None, (tool, args)
+
+
+def test_no_read_or_write_of_a_lent_shells_fifo_waits_whatever_its_flags_say(tmp_path):
+    """The sender shares the FIFOs' file descriptions and may make them blocking at any time (an
+    agent the sandbox took over): a read of an empty FIFO, or a write into a full one, must still
+    come back at once, or a call would hold the controller past its timeout."""
+    assert lent.nowait()
+    os.mkfifo(tmp_path / "f")
+    r = os.open(tmp_path / "f", os.O_RDONLY | os.O_NONBLOCK)
+    w = os.open(tmp_path / "f", os.O_WRONLY)
+    os.set_blocking(r, True)  # as the sender may have left them
+    via = lent.Via()
+    try:
+        assert via.read(r) is None  # empty, a writer left: nothing now
+        while via.write(w, b"x" * 4096):
+            pass
+        assert not via.write(w, b"y")  # full: refused at once, and nothing of it went in
+        got = b""
+        while (part := via.read(r)) is not None:
+            got += part
+        assert got and set(got) == {ord("x")} and len(got) % 4096 == 0
+        os.close(w)
+        assert via.read(r) == b""  # no writer left: the end
+    finally:
+        via.close()
+        os.close(r)
+
+
+def test_a_background_job_that_keeps_writing_does_not_hold_the_call(runner):
+    """Once the shell has ended, what it left holding the output runs in the background: the
+    call ends at the first pause in its output past IDLE_END, however often it writes (asked on a
+    clock, not only after 100 ms of silence: a job that wrote every 0.1 s held each call to its
+    timeout, then had it killed)."""
+    res = runner.call("bash", {"command": "(for i in $(seq 100); do echo tick; sleep 0.1; done) & echo started",
+                               "timeout": 20})
+    assert not res.meta["timed_out"] and res.meta["exit_code"] == 0 and res.text.startswith("started\n"), res.text
+    assert runner.call("bash", {"command": "pgrep -f 'seq 100' >/dev/null && echo alive"}).text == "alive\n"
+
+
+def test_a_shell_that_closes_its_output_and_runs_on_is_killed_as_its_call_ends(runner):
+    """As on the agent's path (run_streamed): KILL_GRACE after its output ended the shell's group
+    is killed, and the call says so, rather than report it killed while it ran on."""
+    res = runner.call("bash", {"command": "echo bye; exec >&- 2>&-; sleep 30", "timeout": 60})
+    assert res.meta["exit_code"] == 137 and res.text.startswith("bye\n"), res.text
+    res = runner.call("bash", {"command": "pgrep -f 'sleep 3[0]' || echo gone"})
+    assert res.text == "gone\n", res.text
+
+
+def test_fifos_a_command_removes_cost_lending_no_more_than_those_spares(runner, sent):
+    """A command that empties the temp dir removes the FIFOs of the spares asked for meanwhile:
+    the zygote skips their tokens, and the lender asks again (Forked.lost) rather than wait for
+    them for good, which sent every later call to the agent."""
+    for _ in range(2):
+        runner.call("bash", {"command": "rm -f /tmp/runner-agent-*; true"})
+    for _ in range(4):
+        runner.call("bash", {"command": "true"})
+    sent.clear()
+    for code in range(6):
+        res = runner.call("bash", {"command": f"echo {code}; (exit {code})"})
+        assert res.meta["exit_code"] == code and res.text.startswith(f"{code}\n"), res.text
+    assert "call" not in sent, sent
+
+
+def test_a_drain_of_a_fifo_a_writer_keeps_full_ends(tmp_path):
+    """At the timeout (after the agent killed the shell's group) and for status lines that were
+    not the shell's, the controller reads what is in a FIFO without waiting: a writer that never
+    stops (a process that left the group, say `setsid cat /dev/zero`) holds it no longer than
+    DRAIN_MAX bytes."""
+    r, w = os.pipe()
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            try:
+                os.write(w, b"z" * 65536)
+            except OSError:
+                return
+
+    writer = threading.Thread(target=flood, daemon=True)
+    writer.start()
+    got = []
+    via = lent.Via()
+    try:
+        lent._drain(via, r, codecs.getincrementaldecoder("utf-8")(), got.append)
+    finally:
+        stop.set()
+        via.close()
+        os.close(r)
+        writer.join(5)
+        os.close(w)
+    assert lent.DRAIN_MAX <= sum(map(len, got)) <= lent.DRAIN_MAX + lent.CHUNK
