@@ -193,6 +193,11 @@ def print_summary(results: dict, load_before: str) -> None:
                      f"{bt * 1e3:.2f} ms (the fork's: {fh * 1e3:.2f}, {ft * 1e3:.2f} ms). The ratio follows the last: "
                      "how soon after the fork's turn the kernel runs the sandbox's processes on both CPUs again "
                      "(settled, a call is ~0.6 ms; DESIGN.md)")
+    if "agent_turns_ratio" in results and "bash_call" in results:
+        extra.append(f"lent shells (runner/lent.py) against the agent's path in the same run: in turns "
+                     f"{results['bash_call'] / results['fork_turns']:.2f}x against {results['agent_turns_ratio']:.2f}x, "
+                     f"50 ms apart {results['bash_call_paced'] / results['fork_paced']:.2f}x against "
+                     f"{results['agent_paced_ratio']:.2f}x the fork")
     if "call_with_1" in results:
         lv = [k for k in ("call_with_1", "call_with_10", "call_with_50") if k in results]
         extra.append("call latency with " + ", ".join(f"{k.split('_')[-1]} live: {results[k] * 1000:.2f} ms" for k in lv))

@@ -33,6 +33,30 @@ def _ends(xs: list[float], k: int = 20) -> tuple[float, float]:
             statistics.median(x for i, x in enumerate(xs) if i % TURN >= TURN - k))
 
 
+def _through_the_agent(ws, calls: int, rows_call: list, results: dict) -> None:
+    """The same bash calls with no shell lent to the controller (runner/lent.py off: each call
+    goes through the agent, four wake-ups where a lent shell's has two), in turns with the fork
+    and paced as above: what lending gains, measured in the same minutes."""
+    from runner import Runner, lent
+
+    real = lent.nowait
+    lent.nowait = lambda: False  # (only sandboxes started from here on)
+    try:
+        with Runner(executor="docker", workspace=ws, preset="all") as r:
+            fork_turns, bash_turns = timed_together([lambda: run(["sh", "-c", "echo hi"]),
+                                                     lambda: r.call("bash", {"command": "echo hi"})],
+                                                    1000, warmup=3, turn=TURN)
+            fork_paced, paced_bash = timed_together([lambda: run(["sh", "-c", "echo hi"]),
+                                                     lambda: r.call("bash", {"command": "echo hi"})],
+                                                    calls, warmup=3, turn=10, gap=0.05)
+    finally:
+        lent.nowait = real
+    rows_call.append(("Runner(docker) bash echo in turns, through the agent (lent shells off)", bash_turns, fork_turns))
+    rows_call.append(("Runner(docker) bash echo 50 ms apart, through the agent (lent shells off)", paced_bash, fork_paced))
+    results["agent_turns_ratio"] = statistics.median(bash_turns) / statistics.median(fork_turns)
+    results["agent_paced_ratio"] = statistics.median(paced_bash) / statistics.median(fork_paced)
+
+
 def tools_section(n: int, results: dict):
     from runner import Runner
 
@@ -94,6 +118,7 @@ def tools_section(n: int, results: dict):
             results["bash_call"], results["fork_turns"] = statistics.median(bash_turns), statistics.median(fork_turns)
             results["bash_call_paced"], results["fork_paced"] = statistics.median(paced_bash), statistics.median(fork_paced)
         rows_call.append((f"Runner({executor}, per-session) read 200 lines (vs cat fork)", read, cat_fork))
+    _through_the_agent(ws, calls, rows_call, results)
 
     def start_only(pool_size):
         r = Runner(executor="docker", workspace=ws, preset="all", pool_size=pool_size)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import array
 import codecs
+import fcntl
 import os
 import re
 import select
@@ -39,9 +40,12 @@ import time
 from .toolbox import procs, zygote
 
 # The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
-# when set (a directory other than the workspace, stdin, a background job).
-TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "input", "background")}
+# when set (a directory other than the workspace, a background job) or given at all (stdin, even
+# empty: the agent's shell then reads a pipe, not /dev/null).
+TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "background")}
+GIVEN = ("input",)
 FDS = 3  # a spare's descriptors: command, output, status
+ACCESS = [os.O_RDWR, os.O_RDONLY, os.O_RDONLY]  # their access modes (the command's: a writer that never waits for a reader)
 HELD = 2  # spares the controller holds at most: one per zygote of the agent's lender
 ANC_SPACE = socket.CMSG_SPACE(FDS * array.array("i").itemsize)  # a recvmsg takes no more than one spare's
 CHUNK = 64 * 1024
@@ -61,7 +65,9 @@ def command(tool: str, args: dict) -> "bytes | None":
     with one it refuses."""
     keep = TOOLS.get(tool)
     text = args.get("command")
-    if keep is None or any(args.get(name) for name in keep) or not isinstance(text, str) or not text.strip():
+    if keep is None or any(args.get(name) for name in keep) or any(args.get(name) is not None for name in GIVEN):
+        return None
+    if not isinstance(text, str) or not text.strip():
         return None
     if "\0" in text or procs.needs_own_shell(text):
         return None
@@ -86,9 +92,10 @@ class Spare:
         description is non-blocking the sender can change at any time, so no read or write of
         ours relies on it: each is non-blocking by itself (RWF_NOWAIT; nowait())."""
         pid = msg.get("pid")
-        try:
+        try:  # three FIFOs, opened as the agent opens them: a splice of a wrong one raises
             ok = (len(fds) == FDS and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0
-                  and all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds))
+                  and all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in fds)
+                  and [fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE for fd in fds] == ACCESS)
         except OSError:
             ok = False
         if not ok:
@@ -170,7 +177,7 @@ class Via:
     controller past its timeout. Reads and writes of a named FIFO take no RWF_NOWAIT here."""
 
     def __init__(self) -> None:
-        self.r, self.w = os.pipe2(os.O_CLOEXEC)
+        self.r, self.w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)  # (ours never waits either)
 
     def read(self, fd: int) -> "bytes | None":
         """What can be read from fd now: b"" at its end (no writer left), None if nothing is
@@ -179,19 +186,38 @@ class Via:
             n = os.splice(fd, self.w, CHUNK, flags=os.SPLICE_F_NONBLOCK)
         except BlockingIOError:
             return None
-        return os.read(self.r, n) if n else b""  # (all n are in our pipe: one read)
+        return self._take(n) if n else b""
+
+    def _take(self, n: int) -> bytes:
+        """The n bytes in our pipe: a read returns one packet at a time when a writer of the
+        FIFO made it a packet pipe (O_DIRECT), so it is read until all n are out."""
+        got = b""
+        while len(got) < n:
+            got += os.read(self.r, n - len(got))
+        return got
 
     def write(self, fd: int, data: bytes) -> bool:
-        """Whether data (at most a pipe's 64 KiB) went into fd whole, at once."""
-        os.write(self.w, data)  # our empty pipe takes it at once
+        """Whether data (SPARE_MAX at most) went into fd whole, at once: False if our pipe or
+        fd's would not take it all, or fd has no reader left."""
         try:
+            if os.write(self.w, data) < len(data):  # (a pipe made smaller than 64 KiB: a user over its pages)
+                self._drop()
+                return False
             n = os.splice(self.r, fd, len(data), flags=os.SPLICE_F_NONBLOCK)
-        except BlockingIOError:
+        except (BlockingIOError, BrokenPipeError):
             n = 0
         if n < len(data):
-            os.read(self.r, len(data) - n)  # (left in our pipe: gone)
+            self._drop()
             return False
         return True
+
+    def _drop(self) -> None:
+        """Whatever is left in our pipe."""
+        try:
+            while os.read(self.r, CHUNK):
+                pass
+        except BlockingIOError:
+            pass
 
     def close(self) -> None:
         close_all([self.r, self.w])

@@ -231,7 +231,7 @@ class Sandbox:
         if self._lending and tool in lent.TOOLS:
             command = lent.command(tool, args)
             if command is not None:
-                msg = self._call_lent(call_id, command, args, on_output)
+                msg = self._call_lent(call_id, command, args, time.monotonic() + timeout, on_output)
         if msg is None:
             msg = self._call_agent(call_id, tool, args, timeout, on_output)
         if isinstance(msg.get("meta"), dict) and msg["meta"].get("oom_killed"):
@@ -257,9 +257,10 @@ class Sandbox:
                 return msg
             # anything else (a stale event, a log line) is ignored
 
-    def _call_lent(self, call_id: str, command: bytes, args: dict, on_output) -> "dict | None":
+    def _call_lent(self, call_id: str, command: bytes, args: dict, deadline: float, on_output) -> "dict | None":
         """The call in a shell the agent lent (runner/lent.py); None if there is none, or it
-        did not take the command (which then never ran): the call goes to the agent."""
+        did not take the command (which then never ran): the call goes to the agent. deadline:
+        the call's, past which the agent's answers are not waited for (SandboxDied)."""
         timeout = float(args.get("timeout") or 120)
         before = lent.oom_kills(self._oom_fd)
         ran = None
@@ -272,7 +273,10 @@ class Sandbox:
             if spare is None:
                 return None
             try:
-                ran = lent.run(spare, command, timeout, on_output, self._ask)
+                ran = lent.run(spare, command, timeout, on_output, lambda op, **kw: self._ask(op, deadline, **kw))
+            except OSError as e:  # no descriptor the agent sends does this: they are not what it sends
+                self._die(f"a shell the agent lent failed ({e}); nothing more from this sandbox is trusted",
+                          kill=True, words=False)
             finally:
                 spare.close()
             if ran is not None:
@@ -284,10 +288,11 @@ class Sandbox:
         return {"op": "result", "id": call_id,
                 **procs.shell_answer(*ran, timeout, before is not None and after is not None and after > before)}
 
-    def _ask(self, op: str, **kw) -> dict:
-        """One round trip to the agent about the lent shell: its `lent` answer."""
+    def _ask(self, op: str, deadline: float, **kw) -> dict:
+        """One round trip to the agent about the lent shell: its `lent` answer, by the call's
+        deadline at the latest."""
         self._send({"op": op, **kw})
-        deadline = time.monotonic() + lent.ASK_WITHIN
+        deadline = min(deadline, time.monotonic() + lent.ASK_WITHIN)
         while True:
             msg = self._next(deadline)
             if msg.get("op") == "lent":

@@ -6,6 +6,7 @@ no more: it ends no call early, holds no later one and leaves the controller not
 from __future__ import annotations
 
 import codecs
+import fcntl
 import os
 import socket
 import tempfile
@@ -122,8 +123,11 @@ def _closed(fd: int) -> bool:
     return False
 
 
-def test_a_spare_line_is_taken_only_with_three_fifos_and_what_is_refused_is_closed():
-    fds = _fifos()
+def test_a_spare_line_is_taken_only_with_three_fifos_and_what_is_refused_is_closed(tmp_path):
+    for name in "cos":
+        os.mkfifo(tmp_path / name)
+    fds = [os.open(tmp_path / "c", os.O_RDWR | os.O_NONBLOCK)]
+    fds += [os.open(tmp_path / name, os.O_RDONLY | os.O_NONBLOCK) for name in "os"]
     spare = lent.Spare.of({"op": "spare", "pid": 12}, fds)
     assert spare is not None and (spare.cmd, spare.out, spare.st) == tuple(fds)
     spare.close()
@@ -143,6 +147,7 @@ def test_a_call_is_taken_by_a_lent_shell_only_as_the_agent_would_run_it_in_a_spa
     assert lent.command("bash", {"command": "echo hi", "timeout": 5}) == b"echo hi"
     assert lent.command("exec", {"command": "echo hi", "working_dir": None, "background": False}) == b"echo hi"
     for tool, args in (("bash", {"command": "echo hi", "cwd": "sub"}), ("exec", {"command": "x", "input": "y"}),
+                       ("exec", {"command": "x", "input": ""}),
                        ("exec", {"command": "x", "background": True}), ("exec", {"command": "x", "working_dir": "d"}),
                        ("bash", {"command": "echo $$"}), ("bash", {"command": "echo ${$}"}), ("bash", {"command": " "}),
                        ("bash", {"command": "a\0b"}), ("bash", {"command": "\udc80x\ud800"}), ("read", {"command": "x"}),
@@ -226,6 +231,7 @@ def test_a_drain_of_a_fifo_a_writer_keeps_full_ends(tmp_path):
             except OSError:
                 return
 
+    os.write(w, b"z" * 65536)  # full before the drain starts
     writer = threading.Thread(target=flood, daemon=True)
     writer.start()
     got = []
@@ -238,4 +244,57 @@ def test_a_drain_of_a_fifo_a_writer_keeps_full_ends(tmp_path):
         os.close(r)
         writer.join(5)
         os.close(w)
-    assert lent.DRAIN_MAX <= sum(map(len, got)) <= lent.DRAIN_MAX + lent.CHUNK
+    assert 0 < sum(map(len, got)) <= lent.DRAIN_MAX + lent.CHUNK  # (less when the writer lags: no wait for it)
+
+
+def test_packets_a_writer_makes_of_a_lent_shells_output_all_come_through(runner):
+    """A writer of the output FIFO may make it a packet pipe (O_DIRECT, which dd's oflag=direct
+    sets): a splice carries the packets into the controller's own pipe, and one read there gave
+    only the first (the rest filled that pipe, and every later call spun to its timeout)."""
+    res = runner.call("bash", {"command": "dd if=/dev/null oflag=direct status=none; for i in $(seq 1 3000); do echo $i; done; echo END; exit 3"})
+    assert res.meta["exit_code"] == 3 and res.text.endswith("3000\nEND\nexit code: 3"), res.text[-200:]
+    assert res.meta["output_chars"] == len("".join(f"{i}\n" for i in range(1, 3001))) + len("END\n"), res.meta
+    res = runner.call("bash", {"command": "seq 1 20000 | tail -1"})
+    assert res.meta["exit_code"] == 0 and res.text == "20000\n", res.text
+
+
+def test_a_spare_line_with_fifos_not_opened_as_the_agent_opens_them_is_refused(tmp_path):
+    """A read-only command FIFO or a write-only output made a splice raise out of Runner.call."""
+    def fifo(name, mode):
+        path = tmp_path / name
+        os.mkfifo(path)
+        keep = os.open(path, os.O_RDWR)  # so the opens below never wait
+        return os.open(path, mode | os.O_NONBLOCK), keep
+
+    made = [fifo("c", os.O_RDONLY), fifo("o", os.O_RDONLY), fifo("s", os.O_RDONLY)]
+    assert lent.Spare.of({"pid": 7}, [fd for fd, _ in made]) is None  # the command's: not a writer
+    made2 = [fifo("c2", os.O_RDWR), fifo("o2", os.O_WRONLY), fifo("s2", os.O_RDONLY)]
+    assert lent.Spare.of({"pid": 7}, [fd for fd, _ in made2]) is None  # the output's: not a reader
+    made3 = [fifo("c3", os.O_RDWR), fifo("o3", os.O_RDONLY), fifo("s3", os.O_RDONLY)]
+    spare = lent.Spare.of({"pid": 7}, [fd for fd, _ in made3])
+    assert spare is not None
+    spare.close()
+    for _, keep in made + made2 + made3:
+        os.close(keep)
+
+
+def test_a_packet_pipe_is_read_whole(tmp_path):
+    """Packets (a writer's O_DIRECT) spliced into the controller's pipe come out one per read:
+    each read of the FIFO's bytes takes all that the splice moved, or they were left behind."""
+    os.mkfifo(tmp_path / "f")
+    r = os.open(tmp_path / "f", os.O_RDONLY | os.O_NONBLOCK)
+    w = os.open(tmp_path / "f", os.O_WRONLY)
+    fcntl.fcntl(w, fcntl.F_SETFL, fcntl.fcntl(w, fcntl.F_GETFL) | os.O_DIRECT)
+    sent = b"".join(f"packet {i}\n".encode() for i in range(10))
+    for i in range(10):
+        os.write(w, f"packet {i}\n".encode())  # ten packets, all in the FIFO before the first read
+    os.close(w)
+    via = lent.Via()
+    got = b""
+    try:
+        while part := via.read(r):
+            got += part
+    finally:
+        via.close()
+        os.close(r)
+    assert got == sent
