@@ -307,6 +307,10 @@ class Sandbox:
                 proc.write(self._tx.frame(msg))
             else:
                 raise OSError("the sandbox was closed")
+        except (BrokenPipeError, ConnectionResetError):
+            if conn is not None and self.proc is not None:
+                self._ended()  # the agent is gone: why, as when its channel ends (say, the engine stopped)
+            self._die("could not write to the agent: it is gone")
         except (OSError, ExecutorError) as e:
             self._die(f"could not write to the agent: {e}")
 

@@ -22,7 +22,10 @@ and start time), then writes `r PID T`; the zygote waits for it as a foreground 
 has ended, without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
 soon as it has told the status. Zygote.ready takes the next spare's `r` line: from the agent's
-loop while it waits for a request, or when a call takes the spare.
+loop while it waits for a request, or when a call takes the spare. A spare to lend the controller
+(order(lend=True), toolbox/lender.py) has a third FIFO, PREFIX T.st, which the zygote holds open
+read-write as its fd 8 while that spare runs; given `l` before its command, the spare tells its
+own status there (LENT_TAIL), where the controller holds the read end (runner/lent.py).
 The FIFOs (0600) are removed once the spare holds them (or, if the agent was killed first, by
 the next zygote's sweep). Everything in the sandbox is one user, so a
 process there can write into these pipes: a line that does not parse is dropped, `r` is believed

@@ -19,7 +19,6 @@ from runner import Runner, lent, sandbox
 
 from ..toolcalls.test_forked_shells import FILL
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
 
 # Every zygote of the agent ($PPID of a shell the agent starts itself: `: $$`), and each of its
 # children (the spares, lent or not).
@@ -30,7 +29,7 @@ SPARES_OF_Z = 'for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/de
 
 
 @pytest.fixture
-def runner(tmp_path):
+def runner(tmp_path, no_leaks):
     ws = tmp_path / "ws"
     ws.mkdir()
     with Runner(executor="docker", workspace=ws, preset="all") as r:
@@ -92,7 +91,7 @@ def test_a_flooded_status_fifo_costs_the_next_calls_nothing(runner):
         assert not res.meta["timed_out"]
 
 
-def test_the_descriptors_of_lent_shells_are_not_inherited_and_all_closed_with_the_sandbox(tmp_path):
+def test_the_descriptors_of_lent_shells_are_not_inherited_and_all_closed_with_the_sandbox(tmp_path, no_leaks):
     ws = tmp_path / "ws"
     ws.mkdir()
     with Runner(executor="docker", workspace=ws, preset="all") as r:
