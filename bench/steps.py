@@ -45,15 +45,15 @@ def _calls(r, n: int, gap: float, now: list) -> list[dict]:
 
 
 def steps_section(n: int):
-    from runner import Runner, guards, sandbox
+    from runner import Runner, guards, lent, sandbox
     from runner.audit import AuditLog
 
     now: list = [None]
     made = [_wrap(guards, s.__name__, f"guard {s.__name__}", now) for s in guards.STEPS]
     steps_before = guards.STEPS
     guards.STEPS = tuple(getattr(guards, s.__name__) for s in steps_before)
-    made += [_wrap(sandbox.Sandbox, "call", "sandbox call (send to result)", now),
-             _wrap(sandbox.Sandbox, "_send", "  of which the send", now),
+    made += [_wrap(sandbox.Sandbox, "call", "sandbox call (to the result)", now),
+             _wrap(lent, "run", "  of which the lent shell's (command in, output and status out)", now),
              _wrap(Runner, "_guards", "guards' context", now),
              _wrap(Runner, "_compose", "composing the result", now),
              _wrap(AuditLog, "record_result", "audit record", now)]
@@ -73,7 +73,7 @@ def steps_section(n: int):
     def rest(c: dict) -> int:  # the controller's own work that no step above holds
         return c["whole call"] - sum(v for k, v in c.items() if k != "whole call" and not k.startswith("  "))
 
-    first = ["whole call", "sandbox call (send to result)", "  of which the send"]
+    first = ["whole call", "sandbox call (to the result)", "  of which the lent shell's (command in, output and status out)"]
     labels = first + sorted({k for c in b2b for k in c} - set(first), key=lambda k: -med(paced, k))
     notes = [f"{k}: {med(b2b, k):.0f} us back to back ({len(b2b)} calls), {med(paced, k):.0f} us 50 ms apart "
              f"({len(paced)})" for k in labels]
