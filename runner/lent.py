@@ -37,7 +37,7 @@ import socket
 import stat
 import time
 
-from .toolbox import procs, zygote
+from .toolbox import oom, procs, zygote
 
 # The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
 # when set (a directory other than the workspace, a background job) or given at all (stdin, even
@@ -156,17 +156,14 @@ def oom_counter(pid: int, container_id: str) -> "int | None":
     return None
 
 
-_KILLS = re.compile(rb"^oom_kill (\d+)$", re.M)
-
-
 def oom_kills(fd: "int | None") -> "int | None":
+    """The counter oom_counter() opened, read again (toolbox/oom.py's parse)."""
     if fd is None:
         return None
     try:
-        found = _KILLS.search(os.pread(fd, 4096, 0))
+        return oom.count(os.pread(fd, 4096, 0))
     except OSError:
         return None
-    return None if found is None else int(found[1])
 
 
 class Via:

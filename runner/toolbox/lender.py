@@ -95,7 +95,7 @@ class Lender:
             self._order(slot)
             return
         try:
-            self.send({"op": "spare", "pid": forked.pid}, forked.handed())
+            self.send({"op": "spare", "pid": forked.pid}, forked.fds())
         except (OSError, ValueError):  # no socket after all: no lending
             forked.discard()
             self.failures = procs.ZYGOTE_TRIES

@@ -46,7 +46,12 @@ _COUNT = re.compile(rb"^oom_kill (\d+)$", re.M)
 def kills() -> int | None:
     """How many processes the memory limit has killed in this cgroup, or None if it cannot be read."""
     data = _read()
-    found = None if data is None else _COUNT.search(data)
+    return None if data is None else count(data)
+
+
+def count(data: bytes) -> int | None:
+    """The `oom_kill` count of a counter file's text (v2 memory.events, v1 memory.oom_control)."""
+    found = _COUNT.search(data)
     return None if found is None else int(found[1])
 
 

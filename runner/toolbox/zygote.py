@@ -486,7 +486,7 @@ class Forked:
             return False
         try:
             ours = all(os.path.samestat(os.lstat(path), os.fstat(fd))
-                       for path, fd in zip(self.fifos, self._fds(), strict=True))
+                       for path, fd in zip(self.fifos, self.fds(), strict=True))
         except OSError:
             ours = False
         if ours:
@@ -497,14 +497,11 @@ class Forked:
         self.close()
         return True
 
-    def _fds(self) -> tuple:
+    def fds(self) -> tuple:
+        """Its descriptors (command, output, and a lent one's status): what the lender hands the
+        controller, then closes its copies of (close()); the spare reads its command's end when
+        the controller closes the last."""
         return (self.cmd_fd, self.stdout.fd) + ((self.st_fd,) if self.st_fd >= 0 else ())
-
-    def handed(self) -> tuple:
-        """Its descriptors for the controller (command, output, status): once sent, this
-        process closes its copies (close()), and the spare reads its command's end when the
-        controller closes the last."""
-        return self._fds()
 
     def close(self) -> None:
         """Its descriptors (and FIFOs, if it never said it runs), as a spare never given a
