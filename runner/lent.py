@@ -251,10 +251,12 @@ def _status(buf: bytes, pid: int) -> "int | None":
     return found
 
 
-def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int, bool] | None":
+def run(spare: Spare, data: bytes, timeout: float, on_output, ask, aside=None) -> "tuple[int, bool] | None":
     """Run data (command()) in the lent spare: (exit code, timed out), its output given to
     on_output as text as it comes; None if the spare is gone or would not take the command,
-    which then never ran (the call goes to the agent). ask(op, **kw): a round trip to the agent."""
+    which then never ran (the call goes to the agent). ask(op, **kw): a round trip to the agent.
+    aside: (descriptor, handler) served while the shell runs, the agent's channel: its next
+    spare is taken then, off the next call's path; the handler says False when it is done."""
     poll = select.poll()
     poll.register(spare.out, 0)
     poll.register(spare.st, 0)
@@ -263,18 +265,28 @@ def run(spare: Spare, data: bytes, timeout: float, on_output, ask) -> "tuple[int
     poll.unregister(spare.st)
     via = Via()
     try:
-        return _run(spare, data, timeout, on_output, ask, poll, via)
+        return _run(spare, data, timeout, on_output, ask, poll, via, aside)
     finally:
         via.close()
 
 
-def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: Via) -> "tuple[int, bool] | None":
+def _aside(ready, poll, aside):
+    """Serve aside's descriptor if it is ready; the aside still served (None once it is done)."""
+    if aside is not None and any(fd == aside[0] for fd, _ in ready) and not aside[1]():
+        poll.unregister(aside[0])
+        return None
+    return aside
+
+
+def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: Via, aside) -> "tuple[int, bool] | None":
     framed = zygote.framed(data, lent=True)
     if not via.write(spare.cmd, framed):  # something filled its FIFO: it waits for its command's end, which it never reads
         ask("lent_kill", pid=spare.pid)
         return None
     os.close(spare.cmd)
     spare.cmd = -1
+    if aside is not None:
+        poll.register(aside[0], select.POLLIN)
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     start = time.monotonic()
     deadline, quiet_until = start + timeout, start + HOLD
@@ -291,8 +303,13 @@ def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: V
             break
         wait = min(IDLE_CHECK, deadline - now)
         if quiet_until:  # most commands end within it: one wake-up, at the output's end
-            if now < quiet_until and not poll.poll(min(wait, quiet_until - now) * 1000):
-                continue
+            if now < quiet_until:
+                ready = poll.poll(min(wait, quiet_until - now) * 1000)
+                if aside is not None and ready and all(fd == aside[0] for fd, _ in ready):
+                    aside = _aside(ready, poll, aside)
+                    continue
+                if not ready:
+                    continue
             quiet_until = 0.0
             poll.modify(spare.out, select.POLLIN)
             poll.register(spare.st, select.POLLIN)
@@ -301,6 +318,7 @@ def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: V
         if ended_at:  # once the shell has ended, the first pause in the output past IDLE_END ends the call
             wait = min(wait, HOLD)
         ready = dict(poll.poll(wait * 1000))
+        aside = _aside(ready.items(), poll, aside)
         if spare.out in ready:
             got = via.read(spare.out)
             if got == b"":

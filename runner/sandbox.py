@@ -272,8 +272,9 @@ class Sandbox:
                 spare = self._spares.popleft() if self._spares else None
             if spare is None:
                 return None
+            aside = (self._conn.fileno(), self._take_waiting) if self._conn is not None else None
             try:
-                ran = lent.run(spare, command, timeout, on_output, lambda op, **kw: self._ask(op, deadline, **kw))
+                ran = lent.run(spare, command, timeout, on_output, lambda op, **kw: self._ask(op, deadline, **kw), aside)
             except OSError as e:  # no descriptor the agent sends does this: they are not what it sends
                 self._die(f"a shell the agent lent failed ({e}); nothing more from this sandbox is trusted",
                           kill=True, words=False)
@@ -341,28 +342,53 @@ class Sandbox:
             data = b""
         return ("stdout", data) if data else ("eof", b"")
 
+    def _take_waiting(self) -> bool:
+        """While a lent shell runs: what the agent sent meanwhile, without waiting, filed (its
+        next spare's line, most often: the next call finds it held, where taking it, a poll,
+        recvmsg, the MAC and the descriptors' checks, was on that call's path; other messages
+        are dropped, as _next(spare=True) drops them, for no request is out). False once no more
+        is wanted: enough held, or the channel ended (the call's end or the next call says so)."""
+        if len(self._spares) >= lent.HELD:
+            return False
+        item = self._recv(0)
+        if item is not None:
+            stream, data = item
+            if stream == "eof":
+                return False
+            if stream == "stdout":
+                self._lines.feed(data)
+        while (msg := self._open_next()) is not None:
+            if msg.get("op") == "spare":
+                self._took(msg)
+        return len(self._spares) < lent.HELD
+
+    def _open_next(self) -> "dict | None":
+        """The next whole line read from the agent's channel, opened; None if there is none yet.
+        A line that is not the agent's next authentic line, or longer than MAX_LINE, means
+        something in the sandbox wrote to the channel: the sandbox is declared dead."""
+        try:
+            line = self._lines.pop()
+            return None if line is None else self._rx.open(line)
+        except wire.WireError as e:
+            self._die(f"the agent's output channel was tampered with ({e}); a process in the sandbox "
+                      "wrote to it, so nothing more from this sandbox is trusted", kill=True, words=False)
+
     def _next(self, deadline: float, spare: bool = False) -> "dict | None":
-        """The next message from the agent's channel (stdout, or its socket). A line that is not the agent's next
-        authentic line, or longer than MAX_LINE, means something in the sandbox wrote to the
-        channel: the sandbox is declared dead (SandboxDied) and nothing of it is trusted.
+        """The next message from the agent's channel (stdout, or its socket), opened as
+        _open_next opens it (a line not the agent's: SandboxDied, nothing of it trusted).
         A `spare` line is taken here, with its descriptors (runner/lent.py). spare: wait only
         for one, until the deadline (then None), other messages dropped."""
         while True:
-            try:
-                line = self._lines.pop()
-                if line is not None:
-                    msg = self._rx.open(line)
-                    if msg.get("op") != "spare":
-                        if not spare:
-                            return msg
-                        continue
-                    self._took(msg)
-                    if spare:
+            msg = self._open_next()
+            if msg is not None:
+                if msg.get("op") != "spare":
+                    if not spare:
                         return msg
                     continue
-            except wire.WireError as e:
-                self._die(f"the agent's output channel was tampered with ({e}); a process in the sandbox "
-                          "wrote to it, so nothing more from this sandbox is trusted", kill=True, words=False)
+                self._took(msg)
+                if spare:
+                    return msg
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 if spare:

@@ -323,3 +323,66 @@ def test_a_packet_pipe_is_read_whole(tmp_path):
         via.close()
         os.close(r)
     assert got == sent
+
+
+def test_what_the_agent_sends_while_a_lent_shell_runs_is_taken_then(tmp_path):
+    """The agent's channel is served while the shell runs (its next spare's line, most often),
+    not left for the next call's path: here the shell's output ends only once it has been."""
+    for name in "cos":
+        os.mkfifo(tmp_path / name)
+    spare = lent.Spare.of({"pid": 7}, [os.open(tmp_path / "c", os.O_RDWR | os.O_NONBLOCK)]
+                          + [os.open(tmp_path / n, os.O_RDONLY | os.O_NONBLOCK) for n in "os"])
+    out, st = (os.open(tmp_path / n, os.O_WRONLY) for n in "os")  # the shell's ends
+    ours, agents = socket.socketpair()
+    agents.sendall(b"spare")
+    served = threading.Event()
+
+    def take():
+        assert ours.recv(16) == b"spare"
+        served.set()
+        return False  # no more wanted
+
+    def shell():
+        if served.wait(10):
+            os.write(out, b"hi\n")
+            os.write(st, b"s 0 7\n")
+        os.close(out)
+        os.close(st)
+
+    got, asked = [], []
+    worker = threading.Thread(target=shell)
+    worker.start()
+    try:
+        ran = lent.run(spare, b"echo hi", 20, got.append, lambda op, **kw: asked.append(op) or {},
+                       (ours.fileno(), take))
+    finally:
+        worker.join(15)
+        spare.close()
+        ours.close()
+        agents.close()
+    assert served.is_set() and ran == (0, False) and "".join(got) == "hi\n" and not asked, (ran, got, asked)
+
+
+def test_a_call_finds_the_next_spare_held_taken_while_the_last_shell_ran(runner, monkeypatch):
+    """One spare held: the call takes it, and while its shell runs the agent lends the other
+    zygote's, which the controller takes then. Before, it was taken only when the next call
+    found none held: on that call's path (~0.1 ms of a paced call here)."""
+    _held(runner)
+    box = runner.session._sandbox
+    while len(box._spares) > 1:
+        box._spares.pop().close()  # (its shell reads an empty command and ends)
+    waited = []
+    real = sandbox.Sandbox._next
+
+    def _next(self, deadline, spare=False):
+        waited.append(spare)
+        return real(self, deadline, spare)
+
+    monkeypatch.setattr(sandbox.Sandbox, "_next", _next)
+    monkeypatch.setattr(lent, "IDLE_CHECK", 60.0)  # no lent_status asked on the clock (its answer, read
+    res = runner.call("bash", {"command": "sleep 1; echo done", "timeout": 30})  # in order, took spares too)
+    assert res.text == "done\n" and res.meta["exit_code"] == 0, res.text
+    assert True not in waited, waited  # its own spare was held
+    assert box._spares  # and the next one is: taken while the shell slept
+    res = runner.call("bash", {"command": "echo next"})
+    assert res.text == "next\n" and True not in waited, waited
