@@ -285,14 +285,17 @@ def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: V
         return None
     os.close(spare.cmd)
     spare.cmd = -1
-    if aside is not None:
-        poll.register(aside[0], select.POLLIN)
+    if aside is not None and aside[1]():  # (what is read already is served at once: the poll
+        poll.register(aside[0], select.POLLIN)  # wakes only for what comes)
+    else:
+        aside = None
     dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
     start = time.monotonic()
     deadline, quiet_until = start + timeout, start + HOLD
     ended_at = 0.0  # when the agent said the shell has ended (children it left may hold the output)
     checked = start  # when the agent was last asked whether it has
     st_seen = 0.0  # when the status FIFO was seen readable while the output was open
+    last_out = start  # when output last came: a pause is HOLD without any (a poll the aside woke is none)
     timed_out = False
     while True:
         now = time.monotonic()
@@ -324,6 +327,7 @@ def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: V
             if got == b"":
                 break
             if got:
+                last_out = time.monotonic()
                 _give(on_output, dec.decode(got))
         if spare.st in ready:
             if not ready[spare.st] & select.POLLIN:  # its writer is gone: the zygote has reaped the spare
@@ -347,7 +351,7 @@ def _run(spare: Spare, data: bytes, timeout: float, on_output, ask, poll, via: V
             checked = now
             if ask("lent_status", pid=spare.pid, wait=0).get("status") is not None:
                 ended_at = now
-        elif ended_at and spare.out not in ready and now - ended_at > IDLE_END:
+        elif ended_at and spare.out not in ready and now - ended_at > IDLE_END and now - last_out >= HOLD:
             break  # what is left holding the output runs in the background
     _give(on_output, dec.decode(b"", final=True))
     if timed_out:

@@ -272,7 +272,8 @@ class Sandbox:
                 spare = self._spares.popleft() if self._spares else None
             if spare is None:
                 return None
-            aside = (self._conn.fileno(), self._take_waiting) if self._conn is not None else None
+            conn = self._conn  # (close() of another thread may clear it meanwhile)
+            aside = None if conn is None or conn.fileno() < 0 else (conn.fileno(), self._take_waiting)
             try:
                 ran = lent.run(spare, command, timeout, on_output, lambda op, **kw: self._ask(op, deadline, **kw), aside)
             except OSError as e:  # no descriptor the agent sends does this: they are not what it sends
@@ -348,6 +349,7 @@ class Sandbox:
         recvmsg, the MAC and the descriptors' checks, was on that call's path; other messages
         are dropped, as _next(spare=True) drops them, for no request is out). False once no more
         is wanted: enough held, or the channel ended (the call's end or the next call says so)."""
+        self._file_read()  # first what an earlier read left (its descriptors wait in _fds for it)
         if len(self._spares) >= lent.HELD:
             return False
         item = self._recv(0)
@@ -357,10 +359,14 @@ class Sandbox:
                 return False
             if stream == "stdout":
                 self._lines.feed(data)
+        self._file_read()
+        return len(self._spares) < lent.HELD
+
+    def _file_read(self) -> None:
+        """The whole lines read and not yet opened: spares filed, the rest dropped."""
         while (msg := self._open_next()) is not None:
             if msg.get("op") == "spare":
                 self._took(msg)
-        return len(self._spares) < lent.HELD
 
     def _open_next(self) -> "dict | None":
         """The next whole line read from the agent's channel, opened; None if there is none yet.

@@ -5,9 +5,11 @@ spare; what a process of the sandbox writes on the spare's FIFOs is its own call
 no more: it ends no call early, holds no later one and leaves the controller nothing open."""
 from __future__ import annotations
 
+import array
 import codecs
 import fcntl
 import os
+import select
 import socket
 import tempfile
 import threading
@@ -16,6 +18,7 @@ import time
 import pytest
 
 from runner import Runner, lent, sandbox
+from runner.toolbox import wire
 
 from ..toolcalls.test_forked_shells import FILL
 
@@ -386,3 +389,95 @@ def test_a_call_finds_the_next_spare_held_taken_while_the_last_shell_ran(runner,
     assert box._spares  # and the next one is: taken while the shell slept
     res = runner.call("bash", {"command": "echo next"})
     assert res.text == "next\n" and True not in waited, waited
+
+
+def _spare_fifos(tmp_path, tag: str) -> list:
+    """Three descriptors shaped as a lent spare's: its command FIFO read-write, output and status read-only."""
+    names = [tmp_path / f"{tag}{n}" for n in "cos"]
+    for name in names:
+        os.mkfifo(name)
+    fds = [os.open(names[0], os.O_RDWR | os.O_NONBLOCK)] + [os.open(n, os.O_RDONLY | os.O_NONBLOCK) for n in names[1:]]
+    for name in names:
+        os.unlink(name)
+    return fds
+
+
+def test_a_spare_line_an_ask_left_read_is_filed_before_the_socket_is_read_again(tmp_path):
+    """An ask's answer and the next spare's line can come in one read: the ask returns at its
+    answer, the spare's line waits in the buffer and its descriptors with it. Taking what comes
+    while a shell runs read the socket first, and the next spare's descriptors, one spare's too
+    many then, were closed and its line dropped (found in review)."""
+    key = os.urandom(32)
+    box = sandbox.Sandbox(None, {})
+    box._rx = wire.Verifier(wire.direction_key(key, wire.FROM_AGENT))
+    signer = wire.Signer(wire.direction_key(key, wire.FROM_AGENT))
+    ours, agents = socket.socketpair()
+    box._conn, box._conn_poll, box._lending = ours, select.poll(), True
+    box._conn_poll.register(ours.fileno(), select.POLLIN)
+
+    def lend(data: bytes, fds: list) -> None:
+        agents.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        lent.close_all(fds)
+
+    try:
+        lend(signer.frame({"op": "lent", "status": 0}) + signer.frame({"op": "spare", "pid": 11}), _spare_fifos(tmp_path, "a"))
+        assert box._next(time.monotonic() + 5)["op"] == "lent"
+        lend(signer.frame({"op": "spare", "pid": 12}), _spare_fifos(tmp_path, "b"))
+        assert box._take_waiting() is False  # two held: no more wanted
+        assert [s.pid for s in box._spares] == [11, 12] and box._fds == []
+    finally:
+        box._conn = None
+        for spare in box._spares:
+            spare.close()
+        ours.close()
+        agents.close()
+
+
+def test_a_poll_the_agents_channel_woke_is_no_pause_in_a_shells_output(tmp_path, monkeypatch):
+    """Once the shell has ended, the call ends at the first pause of HOLD in what its children
+    write; a poll that the agent's channel woke at once counted as one, and cut background output
+    that pauses less than that (found in review: a channel kept readable, output every 0.5 ms).
+    HOLD is made 0.25 s here, so only a writer stalled that long could end the call early."""
+    monkeypatch.setattr(lent, "HOLD", 0.25)
+    spare = lent.Spare.of({"pid": 7}, _spare_fifos(tmp_path, "s"))
+    # (the FIFOs were unlinked: the shell's ends are opened through our descriptors)
+    out = os.open(f"/proc/self/fd/{spare.out}", os.O_WRONLY)
+    st = os.open(f"/proc/self/fd/{spare.st}", os.O_WRONLY)
+    ours, agents = socket.socketpair()
+    agents.sendall(b"x" * 4096)  # readable throughout: the handler reads nothing of it
+    writes = 1500
+
+    def background():  # the shell has ended (the agent says so); its child writes every 1 ms
+        for _ in range(writes):
+            os.write(out, b".")
+            time.sleep(0.001)
+        os.close(out)
+        os.close(st)
+
+    got = []
+    writer = threading.Thread(target=background)
+    writer.start()
+    try:
+        ran = lent.run(spare, b"true", 60, got.append, lambda op, **kw: {"status": 0}, (ours.fileno(), lambda: True))
+    finally:
+        writer.join(30)
+        spare.close()
+        ours.close()
+        agents.close()
+    assert ran == (0, False) and len("".join(got)) == writes, (ran, len("".join(got)))
+
+
+def test_a_lent_call_whose_channel_another_thread_just_closed_raises_nothing_of_its_own(runner):
+    """The controller's connection to the agent is read once for a call: close() of another
+    thread may close it just before (its fileno() is then -1, which poll refused with a
+    ValueError out of Runner.call; found in review). The lent shell's call needs it not."""
+    _held(runner)
+    box = runner.session._sandbox
+    real, gone = box._conn, socket.socket()
+    gone.close()
+    box._conn = gone
+    try:
+        res = runner.call("bash", {"command": "echo still"})
+    finally:
+        box._conn = real
+    assert res.text == "still\n" and res.meta["exit_code"] == 0, res.text
