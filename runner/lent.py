@@ -90,7 +90,7 @@ class Spare:
         unless they are three FIFOs and the pid a number. They are close-on-exec (received so:
         a flag of the descriptor, not of the file description the sender shares). Whether the
         description is non-blocking the sender can change at any time, so no read or write of
-        ours relies on it: each is non-blocking by itself (RWF_NOWAIT; nowait())."""
+        ours relies on it: each goes through Via, non-blocking by itself (nowait())."""
         pid = msg.get("pid")
         try:  # three FIFOs, opened as the agent opens them: a splice of a wrong one raises
             ok = (len(fds) == FDS and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0

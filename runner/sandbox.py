@@ -387,12 +387,10 @@ class Sandbox:
         while True:
             msg = self._open_next()
             if msg is not None:
-                if msg.get("op") != "spare":
-                    if not spare:
-                        return msg
-                    continue
-                self._took(msg)
-                if spare:
+                is_spare = msg.get("op") == "spare"
+                if is_spare:
+                    self._took(msg)
+                if is_spare == spare:
                     return msg
                 continue
             left = deadline - time.monotonic()

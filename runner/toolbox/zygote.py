@@ -63,7 +63,7 @@ TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/fd/9 ]] && '
         'printf "s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1 && set +x; }} 2>&-; then exec >&- 2>&-; fi; '
         'exit "$__runner_s"')
-# The same for a spare lent to the controller (`l`, procs._Keeper.lend): its status goes on the
+# The same for a spare lent to the controller (`l`, toolbox/lender.py): its status goes on the
 # zygote's fd 8, the FIFO the controller holds the read end of (PREFIX T.st), not to the agent.
 LENT_TAIL = TAIL.replace('"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1',
                          '"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/8')
@@ -254,7 +254,7 @@ class Zygote:
         """Ask for a new spare and return at once: the zygote forks it while the agent goes on
         (to read its next request, where the spare's ready line is taken when it comes).
         Forked.ready() waits for it. ZygoteError if the ask fails. lend: a spare for the
-        controller (procs._Keeper.lend), with a third FIFO, PREFIX T.st, on which the zygote
+        controller (toolbox/lender.py), with a third FIFO, PREFIX T.st, on which the zygote
         holds the write end while it runs (its fd 8: where LENT_TAIL tells the status)."""
         with self.lock:
             if self.forking is not None:  # the spare in use may run: the zygote forks this one when it ends
