@@ -1,39 +1,51 @@
-"""The `runner` command line. Heavy modules are imported inside commands, so --help is instant.
+"""The `runner` command line, on the standard library's argparse (DESIGN.md, speed: why not typer).
 
-No `from __future__ import annotations` here: typer reads every command's annotations at each
-start, and string annotations cost an eval each (about a third of building the command tree)."""
-import os
-from typing import List, Optional
+Each command is a function of its parsed arguments that returns its exit status, and imports what
+it needs inside. Only the command that runs gets a parser: `runner --help` lists the commands from
+their docstrings and imports nothing, not even argparse."""
+import sys
 
-# Plain click formatting: rich costs ~100 ms of start-up for coloured help.
-os.environ.setdefault("TYPER_USE_RICH", "0")
+WORKSPACE_HELP = "the workspace directory (default: the current directory)"
+DIALECT_HELP = "present another agent system's tools: ah, acai, forgekeeper, go-agent or miclaw (default: the policy's)"
+DATA_HELP = "state directory (default $RUNNER_DATA, else ~/.local/share/runner); the database defaults to SQLite in it"
+DB_HELP = "database URL (sqlite:///FILE or postgresql://...); default SQLite in --data"
+HOST_HELP = "engine address: unix://, tcp:// or ssh://user@host"
 
-import typer  # noqa: E402
-
-app = typer.Typer(
-    name="runner", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    help="Run AI agents' tools, and any command, inside ephemeral hardened containers.",
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-images_app = typer.Typer(no_args_is_help=True, help="Build and list the sandbox images (built offline).")
-app.add_typer(images_app, name="images")
-policy_app = typer.Typer(no_args_is_help=True, help="Show and check policies (presets in policies/, or YAML files).")
-app.add_typer(policy_app, name="policy")
-audit_app = typer.Typer(no_args_is_help=True, help="Read the audit log: one JSON line per tool call.")
-app.add_typer(audit_app, name="audit")
+GROUPS = {  # runner GROUP COMMAND: the group's help
+    "images": "Build and list the sandbox images (built offline).",
+    "policy": "Show and check policies (presets in policies/, or YAML files).",
+    "audit": "Read the audit log: one JSON line per tool call.",
+    "tenants": "The tenants of `runner serve`: keys, grants and quotas.",
+}
+COMMANDS = []  # (group or None, name, function, arguments), in the order --help lists them
 
 
-def fail(message: str, code: int = 1) -> "typer.Exit":
+def arg(*names, **kw):
+    """One argument of a command, as argparse's add_argument takes it."""
+    return names, kw
+
+
+def many(*names, **kw):
+    """A repeatable option: a list of its values, empty when not given."""
+    return names, {"action": "append", "default": None, "metavar": names[0].lstrip("-").upper(), **kw}
+
+
+def command(name, *arguments, group=None):
+    def register(fn):
+        COMMANDS.append((group, name, fn, arguments))
+        return fn
+    return register
+
+
+def fail(message: str, code: int = 1) -> SystemExit:
     from .printable import printable
 
-    typer.echo(printable(f"runner: {message}"), err=True)
-    return typer.Exit(code)
+    print(printable(f"runner: {message}"), file=sys.stderr)
+    return SystemExit(code)
 
 
 def guarded(fn, *args, **kw):
     """Call fn; turn every expected error into one line on stderr and an exit code."""
-    import sys
-
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
@@ -61,181 +73,173 @@ def guarded(fn, *args, **kw):
         raise fail(f"{type(e).__name__}: {e}") from None
 
 
-@app.command("exec", context_settings={"allow_interspersed_args": False})
-def exec_(
-    cmd: List[str] = typer.Argument(None, help="the command and its arguments, after --"),
-    image: Optional[str] = typer.Option(None, "--image", "-i", help="image to run (never pulled; default runner/base)"),
-    timeout: Optional[float] = typer.Option(None, help="seconds; then the whole process tree is killed (exit 124)"),
-    memory: Optional[str] = typer.Option(None, help="memory limit, memory+swap equal (default 512m)"),
-    cpus: Optional[float] = typer.Option(None, help="CPU share (default 1)"),
-    pids: Optional[int] = typer.Option(None, help="largest number of processes (default 256)"),
-    network: str = typer.Option("none", help="none (default) or bridge"),
-    mount: List[str] = typer.Option([], "--mount", "-v", help="SRC:DST[:ro], repeatable"),
-    env: List[str] = typer.Option([], "--env", "-e", help="K=V, or K to copy it from here; repeatable"),
-    workdir: Optional[str] = typer.Option(None, "--workdir", "-w", help="working directory in the container"),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help="user in the container (default 1000:1000)"),
-    runtime: Optional[str] = typer.Option(None, help="OCI runtime, e.g. runsc for gVisor"),
-    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address: unix://, tcp:// or ssh://user@host"),
-    force_unsafe_mounts: bool = typer.Option(False, "--force-unsafe-mounts", help="allow mounting /, sockets, devices, /proc, /sys, /dev or a directory holding them"),
-):
+def out(text: str = "", end: str = "\n") -> None:
+    sys.stdout.write(text + end)
+
+
+@command("exec",
+         arg("cmd", nargs="...",  # argparse.REMAINDER
+             help="the command and its arguments, after --"),
+         arg("--image", "-i", help="image to run (never pulled; default runner/base)"),
+         arg("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)"),
+         arg("--memory", help="memory limit, memory+swap equal (default 512m)"),
+         arg("--cpus", type=float, help="CPU share (default 1)"),
+         arg("--pids", type=int, help="largest number of processes (default 256)"),
+         arg("--network", default="none", help="none (default) or bridge"),
+         many("--mount", "-v", help="SRC:DST[:ro], repeatable"),
+         many("--env", "-e", help="K=V, or K to copy it from here; repeatable"),
+         arg("--workdir", "-w", help="working directory in the container"),
+         arg("--user", "-u", help="user in the container (default 1000:1000)"),
+         arg("--runtime", help="OCI runtime, e.g. runsc for gVisor"),
+         arg("--host", "-H", help=HOST_HELP),
+         arg("--force-unsafe-mounts", action="store_true",
+             help="allow mounting /, sockets, devices, /proc, /sys, /dev or a directory holding them"))
+def exec_(a):
     """Run CMD in a fresh hardened container, removed afterwards. The exit status is CMD's."""
     from .exec_cmd import ExecOptions, run
 
-    opts = ExecOptions(cmd=list(cmd or []), image=image, timeout=timeout, memory=memory, cpus=cpus, pids=pids,
-                       network=network, mounts=mount, env=env, workdir=workdir, user=user, runtime=runtime,
-                       host=host, force_unsafe_mounts=force_unsafe_mounts)
-    raise typer.Exit(guarded(run, opts))
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd  # everything after the options is CMD's, -- or not
+    opts = ExecOptions(cmd=cmd, image=a.image, timeout=a.timeout, memory=a.memory, cpus=a.cpus, pids=a.pids,
+                       network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
+                       runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts)
+    return guarded(run, opts)
 
 
-WORKSPACE_HELP = "the workspace directory (default: the current directory)"
-DIALECT_HELP = "present another agent system's tools: ah, acai, forgekeeper, go-agent or miclaw (default: the policy's)"
+def _runner_args(executor_help="docker (default) or local"):
+    """The options of every command that makes a Runner."""
+    return (arg("--workspace", "-w", default=".", help=WORKSPACE_HELP),
+            arg("--executor", help=executor_help),
+            arg("--policy", help="policy name or file"),
+            many("--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
+            arg("--dialect", help=DIALECT_HELP))
 
 
-@app.command()
-def tools(
-    preset: Optional[str] = typer.Option(None, help="show a preset instead of what the policy allows"),
-    format: str = typer.Option("table", "--format", "-f", help="table, json, openai, anthropic or mcp"),
-    prompt: bool = typer.Option(False, "--prompt", help="print the tools' guidance as one prompt block"),
-    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
-    executor: Optional[str] = typer.Option(None, help="docker or local"),
-    policy: Optional[str] = typer.Option(None, help="policy name or file"),
-    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
-):
+@command("tools",
+         arg("--preset", help="show a preset instead of what the policy allows"),
+         arg("--format", "-f", default="table", help="table, json, openai, anthropic or mcp"),
+         arg("--prompt", action="store_true", help="print the tools' guidance as one prompt block"),
+         *(x for x in _runner_args("docker or local") if x[0] != ("--protect",)))
+def tools(a):
     """List the tools and their schemas."""
     from .toolcli import tools as do_tools
 
-    typer.echo(guarded(do_tools, preset, format, prompt, workspace, executor, policy, dialect))
+    out(guarded(do_tools, a.preset, a.format, a.prompt, a.workspace, a.executor, a.policy, a.dialect))
 
 
-@app.command()
-def call(
-    tool: str = typer.Argument(..., help="tool name, e.g. read"),
-    args: str = typer.Argument("{}", help="the arguments as a JSON object"),
-    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
-    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
-    policy: Optional[str] = typer.Option(None, help="policy name or file"),
-    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
-    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
-    server: Optional[str] = typer.Option(None, "--server", help="run it on a `runner serve` at this URL (with --key), in a session of its own"),
-    key: Optional[str] = typer.Option(None, "--key", envvar="RUNNER_KEY", help="the tenant's API key for --server (or $RUNNER_KEY)"),
-):
+@command("call",
+         arg("tool", help="tool name, e.g. read"),
+         arg("args", nargs="?", default="{}", help="the arguments as a JSON object (default {})"),
+         *_runner_args(),
+         arg("--server", help="run it on a `runner serve` at this URL (with --key), in a session of its own"),
+         arg("--key", help="the tenant's API key for --server (or $RUNNER_KEY)"))
+def call(a):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
+    import os
+
     from .toolcli import call as do_call
 
-    if server:
-        if dialect:
-            raise typer.BadParameter("a dialect is chosen by the server's policy, not with --server", param_hint="--dialect")
+    if a.server:
+        if a.dialect:
+            raise fail("--dialect: a dialect is chosen by the server's policy, not with --server", 2)
         from .toolcli import call_remote
 
-        raise typer.Exit(guarded(call_remote, tool, args, server, key, policy))
-    raise typer.Exit(guarded(do_call, tool, args, workspace, executor, policy, protect, dialect))
+        return guarded(call_remote, a.tool, a.args, a.server, a.key or os.environ.get("RUNNER_KEY"), a.policy)
+    return guarded(do_call, a.tool, a.args, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
 
 
-@app.command()
-def session(
-    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
-    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
-    policy: Optional[str] = typer.Option(None, help="policy name or file"),
-    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
-    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
-):
+@command("session", *_runner_args())
+def session(a):
     """JSON lines: one call {"id", "tool", "args"} per line on stdin, one result per line on stdout."""
     from .toolcli import session as do_session
 
-    raise typer.Exit(guarded(do_session, workspace, executor, policy, protect, dialect))
+    return guarded(do_session, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
 
 
-@app.command()
-def mcp(
-    workspace: str = typer.Option(".", "--workspace", "-w", help=WORKSPACE_HELP),
-    executor: Optional[str] = typer.Option(None, help="docker (default) or local"),
-    policy: Optional[str] = typer.Option(None, help="policy name or file"),
-    protect: List[str] = typer.Option([], "--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
-    http: bool = typer.Option(False, "--http", help="serve streamable HTTP instead of stdio"),
-    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (--http)"),
-    port: int = typer.Option(8765, "--port", help="port to listen on (--http; 0 picks a free one)"),
-    idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an idle HTTP session and its sandbox are removed"),
-    max_sessions: int = typer.Option(32, "--max-sessions", help="HTTP sessions (so sandboxes) at once; more are refused"),
-    dialect: Optional[str] = typer.Option(None, "--dialect", help=DIALECT_HELP),
-):
+@command("mcp",
+         *_runner_args(),
+         arg("--http", action="store_true", help="serve streamable HTTP instead of stdio"),
+         arg("--host", default="127.0.0.1", help="address to listen on (--http)"),
+         arg("--port", type=int, default=8765, help="port to listen on (--http; 0 picks a free one)"),
+         arg("--idle-timeout", type=float, default=1800.0,
+             help="seconds after which an idle HTTP session and its sandbox are removed"),
+         arg("--max-sessions", type=int, default=32, help="HTTP sessions (so sandboxes) at once; more are refused"))
+def mcp(a):
     """An MCP server (stdio, or streamable HTTP with --http) serving the policy's tools; one sandbox per MCP session."""
     try:
         from .mcp_server import Options, serve_http, serve_stdio
     except ImportError as e:
         raise fail(f"runner mcp needs the MCP SDK ({e}): pip install 'runner[mcp]'") from None
 
-    opts = Options(workspace=workspace, executor=executor, policy=policy, protect=list(protect), idle_timeout=idle_timeout,
-                   max_sessions=max_sessions, dialect=dialect)
-    raise typer.Exit(guarded(serve_http, opts, host, port) if http else guarded(serve_stdio, opts))
+    opts = Options(workspace=a.workspace, executor=a.executor, policy=a.policy, protect=a.protect or [],
+                   idle_timeout=a.idle_timeout, max_sessions=a.max_sessions, dialect=a.dialect)
+    return guarded(serve_http, opts, a.host, a.port) if a.http else guarded(serve_stdio, opts)
 
 
-@policy_app.command("show")
-def policy_show(
-    name: str = typer.Argument("default", help="preset name or YAML file"),
-    protect: List[str] = typer.Option([], "--protect", help="add a protected directory; repeatable"),
-):
+@command("show",
+         arg("name", nargs="?", default="default", help="preset name or YAML file (default: default)"),
+         many("--protect", help="add a protected directory; repeatable"), group="policy")
+def policy_show(a):
     """Print the effective policy (after --protect and RUNNER_PROTECT_DIRS); secrets never shown."""
     from .policy import show
 
-    typer.echo(guarded(show, name, protect=protect), nl=False)
+    out(guarded(show, a.name, protect=a.protect or []), end="")
 
 
-@policy_app.command("check")
-def policy_check(file: str = typer.Argument(..., help="policy YAML file or preset name")):
+@command("check", arg("file", help="policy YAML file or preset name"), group="policy")
+def policy_check(a):
     """Exit 0 if the policy is valid; otherwise print each problem as FILE:LINE: path: message."""
     from .policy import check
     from .printable import printable
 
-    problems = guarded(check, file)
+    problems = guarded(check, a.file)
     for p in problems:
-        typer.echo(printable(p), err=True)
+        print(printable(p), file=sys.stderr)
     if not problems:
-        typer.echo(f"{file}: ok")
-    raise typer.Exit(1 if problems else 0)
+        out(f"{a.file}: ok")
+    return 1 if problems else 0
 
 
-@audit_app.command("tail")
-def audit_tail(n: int = typer.Option(20, "-n", help="how many records"),
-               json_out: bool = typer.Option(False, "--json", help="raw JSON lines")):
+@command("tail",
+         arg("-n", type=int, default=20, help="how many records (default 20)"),
+         arg("--json", dest="json_out", action="store_true", help="raw JSON lines"), group="audit")
+def audit_tail(a):
     """The newest records of the audit log."""
     from .audit import AuditLog, format_record
     from .printable import json_text
 
-    for rec in guarded(lambda: AuditLog().tail(n)):
-        typer.echo(json_text(rec) if json_out else format_record(rec))
+    for rec in guarded(lambda: AuditLog().tail(a.n)):
+        out(json_text(rec) if a.json_out else format_record(rec))
 
 
-@audit_app.command("show")
-def audit_show(call_id: str = typer.Argument(..., help="a call id, e.g. c3")):
+@command("show", arg("call_id", help="a call id, e.g. c3"), group="audit")
+def audit_show(a):
     """Every record of one call id (ids repeat across sessions: each record names its session)."""
     from .audit import AuditLog
     from .printable import json_text
 
-    recs = guarded(lambda: AuditLog().show(call_id))
+    recs = guarded(lambda: AuditLog().show(a.call_id))
     if not recs:
-        raise fail(f"no audit record with call id {call_id}")
+        raise fail(f"no audit record with call id {a.call_id}")
     for rec in recs:
-        typer.echo(json_text(rec, indent=2))
+        out(json_text(rec, indent=2))
 
 
-@app.command("host-shell")
-def host_shell(
-    allow: str = typer.Option(..., "--allow", help="commands allowed: git:push,git:pull,gh:pr:list (NAME[:ARG...])"),
-    root: Optional[str] = typer.Option(None, "--root", help="requests' working directories must resolve inside it"),
-    command: Optional[str] = typer.Option(None, "--command", help="the command line; default $SSH_ORIGINAL_COMMAND"),
-):
+@command("host-shell",
+         arg("--allow", required=True, help="commands allowed: git:push,git:pull,gh:pr:list (NAME[:ARG...])"),
+         arg("--root", help="requests' working directories must resolve inside it"),
+         arg("--command", help="the command line; default $SSH_ORIGINAL_COMMAND"))
+def host_shell(a):
     """Forced command for authorized_keys: run SSH_ORIGINAL_COMMAND only if allowed, with exec, never a shell."""
     from .hostshell import main as host_main
 
-    raise typer.Exit(host_main(allow, root, command))
+    return host_main(a.allow, a.root, a.command)
 
 
-@images_app.command("build")
-def images_build(
-    name: Optional[str] = typer.Argument(None, help="one image (base, runner/base); default: all"),
-    force: bool = typer.Option(False, help="rebuild even if present and current"),
-    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address"),
-):
+@command("build",
+         arg("name", nargs="?", help="one image (base, runner/base); default: all"),
+         arg("--force", action="store_true", help="rebuild even if present and current"),
+         arg("--host", "-H", help=HOST_HELP), group="images")
+def images_build(a):
     """Build the images that are missing or whose recipe changed; do nothing otherwise."""
     from executors.docker.engine import connect
 
@@ -243,54 +247,54 @@ def images_build(
 
     def go():
         try:
-            images.resolve(name) if name else None
+            images.resolve(a.name) if a.name else None
         except KeyError as e:
             from .errors import UsageError
 
             raise UsageError(e.args[0]) from None
-        return images.build(connect(host), name, force=force)
+        return images.build(connect(a.host), a.name, force=a.force)
 
     guarded(go)
 
 
-@images_app.command("list")
-def images_list(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address")):
+@command("list", arg("--host", "-H", help=HOST_HELP), group="images")
+def images_list(a):
     """Show runner's images and whether they are built and current."""
     from executors.docker.engine import connect
 
     from . import images
 
-    rows = guarded(lambda: images.listing(connect(host)))
-    typer.echo(f"{'IMAGE':28} {'STATE':8} {'ID':14} {'SIZE':>7}  DESCRIPTION")
+    rows = guarded(lambda: images.listing(connect(a.host)))
+    out(f"{'IMAGE':28} {'STATE':8} {'ID':14} {'SIZE':>7}  DESCRIPTION")
     for r in rows:
         size = f"{r['size_mb']}MB" if r["size_mb"] else "-"
-        typer.echo(f"{r['name']:28} {r['state']:8} {r['id'] or '-':14} {size:>7}  {r['description']}")
+        out(f"{r['name']:28} {r['state']:8} {r['id'] or '-':14} {size:>7}  {r['description']}")
 
 
-@app.command()
-def gc(
-    dry_run: bool = typer.Option(False, "--dry-run", help="only say what would be removed"),
-    host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address"),
-):
+@command("gc",
+         arg("--dry-run", action="store_true", help="only say what would be removed"),
+         arg("--host", "-H", help=HOST_HELP))
+def gc(a):
     """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
     their egress networks and swarm services, and the agent-socket directories and result stores
     of controllers that were killed."""
     from .maintenance import gc_steps
     from .printable import printable
 
-    verb = "would remove" if dry_run else "removed"
+    verb = "would remove" if a.dry_run else "removed"
     removed = []
-    for step in gc_steps(host):  # each printed as it ends: this machine's even when no engine answers
-        found = guarded(step, dry_run)
+    for step in gc_steps(a.host):  # each printed as it ends: this machine's even when no engine answers
+        found = guarded(step, a.dry_run)
         for cid, name, reason in found:  # labels may hold a caller's session name
-            typer.echo(printable(f"{verb} {cid} ({name}): {reason}"))
+            out(printable(f"{verb} {cid} ({name}): {reason}"))
         removed += found
-    typer.echo(f"{verb} {len(removed)} orphan(s)")
+    out(f"{verb} {len(removed)} orphan(s)")
 
 
-@app.command()
-def nodes(host: Optional[str] = typer.Option(None, "--host", "-H", help="a swarm manager's engine address"),
-          as_json: bool = typer.Option(False, "--json", help="one JSON list")):
+@command("nodes",
+         arg("--host", "-H", help="a swarm manager's engine address"),
+         arg("--json", dest="as_json", action="store_true", help="one JSON list"))
+def nodes(a):
     """List the swarm's nodes (executor swarm): state, free capacity and live sandboxes."""
     import json
 
@@ -301,51 +305,44 @@ def nodes(host: Optional[str] = typer.Option(None, "--host", "-H", help="a swarm
     from .printable import printable
 
     def listing():
-        client = connect(host)
+        client = connect(a.host)
         if not (client.info().get("Swarm") or {}).get("ControlAvailable"):
-            raise EngineUnavailable(f"the engine at {host or 'the local socket'} is no swarm manager: point -H at one")
+            raise EngineUnavailable(f"the engine at {a.host or 'the local socket'} is no swarm manager: point -H at one")
         return swarm_nodes(client)
 
     rows = guarded(listing)
-    if as_json:
-        typer.echo(json.dumps(rows))
-        return
-    typer.echo(f"{'NODE':14} {'HOST':16} {'ADDRESS':16} {'ROLE':8} {'STATE':8} {'AVAIL':7} {'CPUS FREE':>11} "
-               f"{'MEMORY FREE':>17}  SANDBOXES")
+    if a.as_json:
+        out(json.dumps(rows))
+        return 0
+    out(f"{'NODE':14} {'HOST':16} {'ADDRESS':16} {'ROLE':8} {'STATE':8} {'AVAIL':7} {'CPUS FREE':>11} "
+        f"{'MEMORY FREE':>17}  SANDBOXES")
     for r in rows:  # hostnames, labels and session names are the cluster's: printed safely
-        typer.echo(printable(
+        out(printable(
             f"{r['id'][:12]:14} {r['hostname'][:16]:16} {r['addr'][:16]:16} {r['role']:8} {r['state']:8} "
             f"{r['availability']:7} {r['cpus_free']:5.2f}/{r['cpus']:<5.2f} "
             f"{r['memory_free'] / 2**30:7.2f}/{r['memory'] / 2**30:<7.2f}G  "
             f"{len(r['sandboxes'])}{': ' + ', '.join(r['sandboxes']) if r['sandboxes'] else ''}"))
 
 
-@app.command()
-def doctor(host: Optional[str] = typer.Option(None, "--host", "-H", help="engine address")):
+@command("doctor", arg("--host", "-H", help=HOST_HELP))
+def doctor(a):
     """Check the engine, images and runtimes, and say what to fix."""
-    from .maintenance import doctor as do_doctor
-
-    from .printable import printable
-
     from executors.errors import EngineUnavailable
 
+    from .maintenance import doctor as do_doctor
+    from .printable import printable
+
     ok = True
-    rows = guarded(do_doctor, host)
+    rows = guarded(do_doctor, a.host)
     for status, what, detail in rows:
         ok &= status != "FAIL"
-        typer.echo(printable(f"[{status:4}] {what}: {detail}"))
+        out(printable(f"[{status:4}] {what}: {detail}"))
     if rows and rows[0][:2] == ("FAIL", "engine"):  # the one line there is: no engine answers
-        raise typer.Exit(EngineUnavailable.exit_code)
-    raise typer.Exit(0 if ok else 1)
+        return EngineUnavailable.exit_code
+    return 0 if ok else 1
 
 
 # -- runner serve and runner tenants (runner/serve/, the extra runner[serve]) --------------------
-tenants_app = typer.Typer(no_args_is_help=True, help="The tenants of `runner serve`: keys, grants and quotas.")
-app.add_typer(tenants_app, name="tenants")
-DATA_HELP = "state directory (default $RUNNER_DATA, else ~/.local/share/runner); the database defaults to SQLite in it"
-DB_HELP = "database URL (sqlite:///FILE or postgresql://...); default SQLite in --data"
-
-
 def _serve_module(name: str):
     import importlib
 
@@ -355,88 +352,127 @@ def _serve_module(name: str):
         raise fail(f"runner serve needs its libraries ({e}): pip install 'runner[serve]'") from None
 
 
-@app.command()
-def serve(
-    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
-    port: int = typer.Option(8700, "--port", help="port to listen on (0 picks a free one)"),
-    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-    idle_timeout: float = typer.Option(1800.0, "--idle-timeout", help="seconds after which an unused session ends"),
-    max_lifetime: float = typer.Option(86400.0, "--max-lifetime", help="seconds after which any session ends"),
-    max_body: int = typer.Option(16 * 1024 * 1024, "--max-body", help="largest request body in bytes (413 past it)"),
-):
+def _db_args():
+    return arg("--data", help=DATA_HELP), arg("--db", help=DB_HELP)
+
+
+@command("serve",
+         arg("--host", default="127.0.0.1", help="address to listen on"),
+         arg("--port", type=int, default=8700, help="port to listen on (0 picks a free one)"),
+         *_db_args(),
+         arg("--idle-timeout", type=float, default=1800.0, help="seconds after which an unused session ends"),
+         arg("--max-lifetime", type=float, default=86400.0, help="seconds after which any session ends"),
+         arg("--max-body", type=int, default=16 * 1024 * 1024, help="largest request body in bytes (413 past it)"))
+def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
-    main = _serve_module("main")
-    opts = main.ServeOptions(host=host, port=port, data=data, db=db, idle_timeout=idle_timeout,
-                             max_lifetime=max_lifetime, max_body=max_body)
-    raise typer.Exit(guarded(main.serve, opts))
+    main_ = _serve_module("main")
+    opts = main_.ServeOptions(host=a.host, port=a.port, data=a.data, db=a.db, idle_timeout=a.idle_timeout,
+                              max_lifetime=a.max_lifetime, max_body=a.max_body)
+    return guarded(main_.serve, opts)
 
 
-def _tenants_db(data, db):
-    return _serve_module("db").open_db(data, db)
+def _tenants_db(a):
+    return _serve_module("db").open_db(a.data, a.db)
 
 
-@tenants_app.command("add")
-def tenants_add(
-    name: str = typer.Argument(..., help="the tenant's name (a-z, 0-9, - and _)"),
-    policy: List[str] = typer.Option([], "--policy", help="a policy it may use (preset or file; repeatable; the first is its default; default multi-tenant)"),
-    image: List[str] = typer.Option([], "--image", help="an image it may run with POST /v1/exec (repeatable; default none)"),
-    max_sessions: Optional[int] = typer.Option(None, "--max-sessions", help="open sessions at once (default 10)"),
-    calls_per_minute: Optional[int] = typer.Option(None, "--calls-per-minute", help="tool calls per minute (default 600)"),
-    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-):
+@command("add",
+         arg("name", help="the tenant's name (a-z, 0-9, - and _)"),
+         many("--policy", help="a policy it may use (preset or file; repeatable; the first is its default; "
+                               "default multi-tenant)"),
+         many("--image", help="an image it may run with POST /v1/exec (repeatable; default none)"),
+         arg("--max-sessions", type=int, help="open sessions at once (default 10)"),
+         arg("--calls-per-minute", type=int, help="tool calls per minute (default 600)"),
+         *_db_args(), group="tenants")
+def tenants_add(a):
     """Add a tenant; print its API key alone on stdout (only a hash of it is kept)."""
     tenants = _serve_module("tenants")
-    key = guarded(lambda: tenants.add(_tenants_db(data, db), name, list(policy), max_sessions, calls_per_minute,
-                                      list(image)))
-    typer.echo(f"runner: tenant {name} added; its key follows on stdout (it is not shown again)", err=True)
-    typer.echo(key)
+    key = guarded(lambda: tenants.add(_tenants_db(a), a.name, a.policy or [], a.max_sessions, a.calls_per_minute,
+                                      a.image or []))
+    print(f"runner: tenant {a.name} added; its key follows on stdout (it is not shown again)", file=sys.stderr)
+    out(key)
 
 
-@tenants_app.command("key")
-def tenants_key(
-    name: str = typer.Argument(...),
-    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-):
+@command("key", arg("name", help="the tenant's name"), *_db_args(), group="tenants")
+def tenants_key(a):
     """A new API key for the tenant, alone on stdout; the old key stops working at once."""
     tenants = _serve_module("tenants")
-    typer.echo(guarded(lambda: tenants.rotate(_tenants_db(data, db), name)))
+    out(guarded(lambda: tenants.rotate(_tenants_db(a), a.name)))
 
 
-@tenants_app.command("list")
-def tenants_list(
-    json_out: bool = typer.Option(False, "--json", help="JSON instead of a table"),
-    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-):
+@command("list", arg("--json", dest="json_out", action="store_true", help="JSON instead of a table"), *_db_args(),
+         group="tenants")
+def tenants_list(a):
     """The tenants, their grants, quotas and open sessions."""
     import json
 
-    rows = guarded(lambda: _serve_module("tenants").listing(_tenants_db(data, db)))
-    if json_out:
-        typer.echo(json.dumps(rows, indent=2))
-        return
-    typer.echo(f"{'TENANT':20} {'SESSIONS':>8} {'MAX':>4} {'CALLS/MIN':>9}  POLICIES  IMAGES")
+    rows = guarded(lambda: _serve_module("tenants").listing(_tenants_db(a)))
+    if a.json_out:
+        out(json.dumps(rows, indent=2))
+        return 0
+    out(f"{'TENANT':20} {'SESSIONS':>8} {'MAX':>4} {'CALLS/MIN':>9}  POLICIES  IMAGES")
     for r in rows:
-        typer.echo(f"{r['name']:20} {r['open_sessions']:>8} {r['max_sessions']:>4} {r['calls_per_minute']:>9}  "
-                   f"{','.join(r['policies'])}  {','.join(r['images']) or '-'}")
+        out(f"{r['name']:20} {r['open_sessions']:>8} {r['max_sessions']:>4} {r['calls_per_minute']:>9}  "
+            f"{','.join(r['policies'])}  {','.join(r['images']) or '-'}")
 
 
-@tenants_app.command("remove")
-def tenants_remove(
-    name: str = typer.Argument(...),
-    data: Optional[str] = typer.Option(None, "--data", help=DATA_HELP),
-    db: Optional[str] = typer.Option(None, "--db", help=DB_HELP),
-):
+@command("remove", arg("name", help="the tenant's name"), *_db_args(), group="tenants")
+def tenants_remove(a):
     """Remove the tenant: its key stops working, its sessions are closed (sandboxes and workspaces removed)."""
-    closed = guarded(lambda: _serve_module("admin").remove_tenant(data, db, name))
-    typer.echo(f"runner: tenant {name} removed; {closed} open session(s) closed", err=True)
+    closed = guarded(lambda: _serve_module("admin").remove_tenant(a.data, a.db, a.name))
+    print(f"runner: tenant {a.name} removed; {closed} open session(s) closed", file=sys.stderr)
 
 
-def main() -> None:
-    app(prog_name="runner")
+def summary(doc: str) -> str:
+    """A command's first sentence, for the listings."""
+    first = " ".join(doc.split())
+    return first[:first.find(". ") + 1] if ". " in first else first
+
+
+def listing(group=None) -> str:
+    """`runner --help`, `runner GROUP --help`: the commands there are, without building their parsers."""
+    where = f"runner {group}" if group else "runner"
+    rows = [(name, summary(fn.__doc__)) for g, name, fn, _ in COMMANDS if g == group]
+    if group is None:
+        rows += [(name, summary(text)) for name, text in GROUPS.items()]
+    width = max(len(name) for name, _ in rows) + 2
+    lines = [f"usage: {where} COMMAND [ARGS...]", "",
+             GROUPS[group] if group else "Run AI agents' tools, and any command, inside ephemeral hardened containers.",
+             "", "commands:", *(f"  {name:{width}}{text}" for name, text in rows), "",
+             f"`{where} COMMAND --help` shows a command's arguments."]
+    return "\n".join(lines)
+
+
+def parser(group, name, fn, arguments):
+    """One command's parser, built only when that command runs."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, as every other usage error: not the usage block first
+            raise fail(f"{self.prog[len('runner '):]}: {message} (`{self.prog} --help` shows the arguments)", 2)
+
+    p = Parser(prog=" ".join(x for x in ("runner", group, name) if x), description=fn.__doc__, allow_abbrev=False)
+    for names, kw in arguments:
+        p.add_argument(*names, **kw)
+    return p
+
+
+def main(argv=None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    group = argv[0] if argv and argv[0] in GROUPS else None
+    at = 1 if group else 0
+    if len(argv) <= at or argv[at] in ("-h", "--help"):  # `runner`, `runner images`: what there is to choose
+        asked = len(argv) > at
+        print(listing(group), file=sys.stdout if asked else sys.stderr)
+        sys.exit(0 if asked else 2)
+    found = [c for c in COMMANDS if c[:2] == (group, argv[at])]
+    if not found:
+        from .printable import printable
+
+        where = f"runner {group}" if group else "runner"
+        print(printable(f"{where}: no command {argv[at]!r}; `{where} --help` lists them"), file=sys.stderr)
+        sys.exit(2)
+    args = parser(*found[0]).parse_args(argv[at + 1:])
+    sys.exit(found[0][2](args) or 0)
 
 
 if __name__ == "__main__":

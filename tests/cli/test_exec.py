@@ -17,6 +17,13 @@ def test_exit_status_and_separate_streams(run_cli):
     assert (p.returncode, p.stdout, p.stderr) == (7, b"out\n", b"err\n")
 
 
+def test_everything_after_the_options_is_the_commands(run_cli):
+    p = run_cli("exec", "-e", "A=1", "sh", "-c", 'echo "$A" "$@"', "x", "--image", "-e", "--", "-h")
+    assert (p.returncode, p.stdout) == (0, b"1 --image -e -- -h\n"), p.stderr
+    p = run_cli("exec", "--", "echo", "--", "--help")  # the first -- ends the options, the rest is CMD's
+    assert (p.returncode, p.stdout) == (0, b"-- --help\n"), p.stderr
+
+
 def test_stdin_passes_through(run_cli):
     data = os.urandom(200_000)
     p = run_cli("exec", "--", "cat", input=data)
@@ -88,7 +95,10 @@ def test_interrupt_removes_the_container(docker_client, sig, code):
     (["--image", "no-such/image:1", "--", "true"], "not on this engine"),
     (["--image", "runner/nope", "--", "true"], "runner images build"),
     (["--memory", "12q", "--", "true"], "bad --memory"),
-    (["--memory", "-5m", "--", "true"], "bad --memory"),
+    (["--memory=-5m", "--", "true"], "bad --memory"),
+    (["--memory", "-5m", "--", "true"], "argument --memory: expected one argument"),  # -5m reads as an option
+    (["--pids", "many", "--", "true"], "argument --pids: invalid int value: 'many'"),
+    (["--bogus", "--", "true"], "unrecognized arguments: --bogus"),
     (["--pids", "0", "--", "true"], "bad --pids"),
     (["--timeout", "-1", "--", "true"], "bad --timeout"),
     (["--network", "host", "--", "true"], "bad --network"),

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 
 import pytest
@@ -71,10 +70,3 @@ def test_images_build_does_nothing_when_current_and_list_shows_them(run_cli):
     p = run_cli("images", "build", "nonsense")
     assert p.returncode == 2 and "no recipe" in p.stderr.decode()
 
-
-def test_help_imports_no_heavy_module():
-    code = "import sys, runner.cli; sys.argv=['runner','--help']\ntry:\n runner.cli.main()\nexcept SystemExit: pass\n" \
-           "print(sorted(m for m in ('docker', 'pydantic', 'paramiko', 'executors.docker', 'mcp', 'anyio') " \
-           "if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
-    assert out.strip().splitlines()[-1] == "[]"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -206,20 +208,20 @@ def test_a_node_without_a_known_engine_is_refused_and_nothing_is_left(cluster):
 
 
 def test_runner_nodes_lists_nodes_capacity_and_live_sandboxes(cluster):
-    from typer.testing import CliRunner
-
-    from runner.cli import app
+    def nodes(*args):
+        return subprocess.run([sys.executable, "-m", "runner", "nodes", *args], capture_output=True, text=True,
+                              timeout=60)
 
     ex = make(cluster, placement=["node.role==worker"], limits={"cpus": 1, "memory": "256m"})
     with ex:
-        res = CliRunner().invoke(app, ["nodes", "--json"])
-        assert res.exit_code == 0, res.output
-        rows = {r["id"]: r for r in json.loads(res.output)}
+        res = nodes("--json")
+        assert res.returncode == 0, res.stderr
+        rows = {r["id"]: r for r in json.loads(res.stdout)}
         worker, manager = rows[cluster.worker_id], rows[cluster.manager_id]
         assert ex.config.session in worker["sandboxes"] and ex.config.session not in manager["sandboxes"]
         assert worker["cpus"] - worker["cpus_free"] == pytest.approx(1.0)
         assert worker["memory"] - worker["memory_free"] == 256 * 2**20
-        text = CliRunner().invoke(app, ["nodes"]).output
+        text = nodes().stdout
         assert cluster.ns_ip in text and ex.config.session in text
 
 
