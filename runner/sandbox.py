@@ -75,6 +75,7 @@ class Sandbox:
     # -- lifecycle ----------------------------------------------------------------------
     def start(self, timeout: float = START_TIMEOUT) -> "Sandbox":
         t0 = time.monotonic()
+        bundle.prepare()
         try:  # any failure from here closes what was made (a container may exist, unstarted)
             try:
                 self._spawn()

@@ -56,10 +56,7 @@ TABLE = [
 
 def agent_allowlist() -> types.ModuleType:
     """The grammar module as the in-sandbox agent imports it: from its bundle."""
-    import json
-
-    body = bundle.payload().split(b"\n", 1)[1]
-    is_pkg, src = json.loads(body)[f"{bundle.PACKAGE}.allowlist"]
+    is_pkg, src = bundle.modules()[f"{bundle.PACKAGE}.allowlist"]
     mod = types.ModuleType("agent_allowlist")
     exec(compile(src, "<agent allowlist>", "exec"), mod.__dict__)
     return mod

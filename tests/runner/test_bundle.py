@@ -72,3 +72,56 @@ def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbala
     out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
     assert out.returncode == 0, out.stderr.decode()[-2000:]
     assert out.stdout.decode().strip() == "[]"
+
+
+def _retouched(magic: str | None = None, garble: str = "") -> bytes:
+    """The payload with another magic number in its head, and each module's code object or
+    source (`garble`) overwritten by as many bytes that are neither."""
+    import json as j
+
+    data = bundle.payload()
+    n, rest = data.split(b"\n", 1)
+    head, body = j.loads(rest[:int(n)]), bytearray(rest[int(n):])
+    at = 0
+    for _, _, code, src in head["modules"]:
+        if garble == "code":
+            body[at:at + code] = b"\0" * code
+        elif garble == "source" and src:
+            body[at + code:at + code + src] = b"raise SystemExit('compiled the source')".ljust(src, b" ")
+        at += code + src
+    if magic is not None:
+        head["magic"] = magic
+    new = j.dumps(head).encode()
+    return str(len(new)).encode() + b"\n" + new + bytes(body)
+
+
+def _hello_reply(payload: bytes) -> dict:
+    p = _agent()
+    out, err = p.communicate(payload + _hello(), timeout=60)
+    assert out, err.decode()[-2000:]
+    return json.loads(out.splitlines()[0].split(b" ", 1)[1])
+
+
+def test_a_sandbox_with_this_bytecode_runs_the_code_objects_not_the_sources():
+    """Compiling the agent was ~50 ms of every sandbox's start: with the same magic number the
+    sources are not compiled at all (here they would end the agent if they were)."""
+    assert _hello_reply(_retouched(garble="source"))["ok"] is True
+
+
+def test_a_sandbox_with_other_bytecode_compiles_the_sources():
+    """Another Python (another magic number) never unmarshals the code objects: garbled, they
+    would crash it."""
+    assert _hello_reply(_retouched(magic="00000000", garble="code"))["ok"] is True
+
+
+def test_the_code_objects_keep_their_asserts_whatever_this_process_runs_with():
+    """Compiled here with optimize=0: a controller under `python -O` ships what the sandbox would
+    have compiled (zygote.py asserts at its top level)."""
+    code = ("import dis, json, marshal, runner.bundle as b\n"
+            "n, rest = b.payload().split(b'\\n', 1); head, at = json.loads(rest[:int(n)]), int(n)\n"
+            "for name, pkg, c, s in head['modules']:\n"
+            "    if name == 'runner_agent.zygote':\n"
+            "        print(any(i.opname == 'LOAD_ASSERTION_ERROR' for i in dis.get_instructions(marshal.loads(rest[at:at + c]))))\n"
+            "    at += c + s\n")
+    out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True"], out.stderr[-2000:]
