@@ -26,7 +26,10 @@ TOOLS = {
     "memory_search": ("small", "memory_search"), "memory_get": ("small", "memory_get"),
     "custom_describe": ("custom", "describe"), "custom_run": ("custom", "run"),  # custom tools: the controller's ops
 }
-MODULES = ("procs", "small", "files", "listing", "patch", "gitops", "plugins", "custom", "net")
+# What warm_up() loads. Not net: its imports (urllib.request, http.client, the email package) took
+# 27-35 ms of a sandbox's CPU, more than all the others together, in every session just as its
+# first calls came; a fetch loads it, and waits on the network anyway.
+MODULES = ("procs", "small", "files", "listing", "patch", "gitops", "plugins", "custom")
 
 
 _loaded: dict = {}  # name -> module, once its import has finished (import_module cost ~10 us a call)

@@ -63,10 +63,10 @@ def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbala
     first import of either in another thread while that fork was under way added the release
     without the take, and it freed the lock a custom_describe held (RuntimeError: release
     unlocked lock, every custom tool of the session lost, in CI). Every tool module of the
-    agent, loaded as the agent loads them, must pull in neither."""
+    agent, loaded as the agent loads them (warm_up's and those a call loads), must pull in neither."""
     code = bundle.BOOTSTRAP.replace(
         "runner_agent.server.main()",
-        "[__import__('runner_agent.' + m) for m in runner_agent.server.MODULES]\n"
+        "[__import__('runner_agent.' + m) for m in sorted({m for m, _ in runner_agent.server.TOOLS.values()})]\n"
         "print(sorted(m for m in sys.modules if m in ('logging', 'concurrent.futures') or m.startswith('concurrent.')))")
     argv = bundle.argv(sys.executable)
     out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
