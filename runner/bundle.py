@@ -44,11 +44,12 @@ _n = b""
 while not _n.endswith(b"\n") and len(_n) < 32:
     _n += _read(1)
 _head = json.loads(_read(int(_n)).decode("utf-8"))
-_body = memoryview(_read(sum(c + s for _, _, c, s in _head["modules"])))
+_body = _read(sum(c + s for _, _, c, s in _head["modules"]))
 _same = _head["magic"] == MAGIC_NUMBER.hex()
 _mods, _at = {}, 0
 for _name, _pkg, _c, _s in _head["modules"]:
-    _mods[_name] = (_pkg, _body[_at:_at + _c] if _same and _c else bytes(_body[_at + _c:_at + _c + _s]))
+    _code = _same and _c > 0
+    _mods[_name] = (_pkg, _code, _body[_at:_at + _c] if _code else _body[_at + _c:_at + _c + _s])
     _at += _c + _s
 class _Bundle:
     def find_spec(self, name, path=None, target=None):
@@ -59,11 +60,10 @@ class _Bundle:
         return None
     def exec_module(self, module):
         name = module.__name__
-        is_pkg, body = _mods[name]
-        exec(marshal.loads(body) if isinstance(body, memoryview) else compile(body, "<%s>" % name, "exec"),
-             module.__dict__)
+        is_pkg, code, body = _mods[name]
+        exec(marshal.loads(body) if code else compile(body, "<%s>" % name, "exec"), module.__dict__)
 sys.meta_path.insert(0, _Bundle())
-del _n, _head, _at
+del _n, _head, _at, _body  # (what is kept: each module's code object, or its source, not both)
 import runner_agent.server
 runner_agent.server.main()
 """

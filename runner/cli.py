@@ -38,9 +38,7 @@ def command(name, *arguments, group=None):
 
 
 def fail(message: str, code: int = 1) -> SystemExit:
-    from .printable import printable
-
-    print(printable(f"runner: {message}"), file=sys.stderr)
+    err(f"runner: {message}")
     return SystemExit(code)
 
 
@@ -60,6 +58,8 @@ def guarded(fn, *args, **kw):
         raise fail(str(e), 2) from None
     except (ExecutorError, RunnerError) as e:
         raise fail(str(e), getattr(e, "exit_code", 1)) from None
+    except BrokenPipeError:  # stdout's reader went away: main() ends quietly
+        raise
     except KeyboardInterrupt as e:  # Interrupted, or a plain Ctrl-C outside handled()
         raise fail(str(e) if e.args else "interrupted", getattr(e, "exit_code", 130)) from None
     except Exception as e:  # a policy or docker API error, or a bug: still one line, never a traceback
@@ -74,7 +74,17 @@ def guarded(fn, *args, **kw):
 
 
 def out(text: str = "", end: str = "\n") -> None:
-    sys.stdout.write(text + end)
+    """Everything the CLI prints goes through here or err(): control characters escaped (a path,
+    a name or a policy's text may hold any), line breaks and tabs kept."""
+    from .printable import printable
+
+    sys.stdout.write(printable(text, newlines=True) + end)
+
+
+def err(text: str) -> None:
+    from .printable import printable
+
+    sys.stderr.write(printable(text) + "\n")
 
 
 @command("exec",
@@ -189,11 +199,10 @@ def policy_show(a):
 def policy_check(a):
     """Exit 0 if the policy is valid; otherwise print each problem as FILE:LINE: path: message."""
     from .policy import check
-    from .printable import printable
 
     problems = guarded(check, a.file)
     for p in problems:
-        print(printable(p), file=sys.stderr)
+        err(p)
     if not problems:
         out(f"{a.file}: ok")
     return 1 if problems else 0
@@ -238,6 +247,7 @@ def host_shell(a):
 @command("build",
          arg("name", nargs="?", help="one image (base, runner/base); default: all"),
          arg("--force", action="store_true", help="rebuild even if present and current"),
+         arg("--no-force", dest="force", action="store_false", help="build only what is missing or changed (the default)"),
          arg("--host", "-H", help=HOST_HELP), group="images")
 def images_build(a):
     """Build the images that are missing or whose recipe changed; do nothing otherwise."""
@@ -279,14 +289,13 @@ def gc(a):
     their egress networks and swarm services, and the agent-socket directories and result stores
     of controllers that were killed."""
     from .maintenance import gc_steps
-    from .printable import printable
 
     verb = "would remove" if a.dry_run else "removed"
     removed = []
     for step in gc_steps(a.host):  # each printed as it ends: this machine's even when no engine answers
         found = guarded(step, a.dry_run)
         for cid, name, reason in found:  # labels may hold a caller's session name
-            out(printable(f"{verb} {cid} ({name}): {reason}"))
+            out(f"{verb} {cid} ({name}): {reason}")
         removed += found
     out(f"{verb} {len(removed)} orphan(s)")
 
@@ -302,8 +311,6 @@ def nodes(a):
     from executors.errors import EngineUnavailable
     from executors.swarm import nodes as swarm_nodes
 
-    from .printable import printable
-
     def listing():
         client = connect(a.host)
         if not (client.info().get("Swarm") or {}).get("ControlAvailable"):
@@ -317,11 +324,10 @@ def nodes(a):
     out(f"{'NODE':14} {'HOST':16} {'ADDRESS':16} {'ROLE':8} {'STATE':8} {'AVAIL':7} {'CPUS FREE':>11} "
         f"{'MEMORY FREE':>17}  SANDBOXES")
     for r in rows:  # hostnames, labels and session names are the cluster's: printed safely
-        out(printable(
-            f"{r['id'][:12]:14} {r['hostname'][:16]:16} {r['addr'][:16]:16} {r['role']:8} {r['state']:8} "
+        out(f"{r['id'][:12]:14} {r['hostname'][:16]:16} {r['addr'][:16]:16} {r['role']:8} {r['state']:8} "
             f"{r['availability']:7} {r['cpus_free']:5.2f}/{r['cpus']:<5.2f} "
             f"{r['memory_free'] / 2**30:7.2f}/{r['memory'] / 2**30:<7.2f}G  "
-            f"{len(r['sandboxes'])}{': ' + ', '.join(r['sandboxes']) if r['sandboxes'] else ''}"))
+            f"{len(r['sandboxes'])}{': ' + ', '.join(r['sandboxes']) if r['sandboxes'] else ''}")
 
 
 @command("doctor", arg("--host", "-H", help=HOST_HELP))
@@ -330,13 +336,12 @@ def doctor(a):
     from executors.errors import EngineUnavailable
 
     from .maintenance import doctor as do_doctor
-    from .printable import printable
 
     ok = True
     rows = guarded(do_doctor, a.host)
     for status, what, detail in rows:
         ok &= status != "FAIL"
-        out(printable(f"[{status:4}] {what}: {detail}"))
+        out(f"[{status:4}] {what}: {detail}")
     if rows and rows[0][:2] == ("FAIL", "engine"):  # the one line there is: no engine answers
         return EngineUnavailable.exit_code
     return 0 if ok else 1
@@ -388,7 +393,7 @@ def tenants_add(a):
     tenants = _serve_module("tenants")
     key = guarded(lambda: tenants.add(_tenants_db(a), a.name, a.policy or [], a.max_sessions, a.calls_per_minute,
                                       a.image or []))
-    print(f"runner: tenant {a.name} added; its key follows on stdout (it is not shown again)", file=sys.stderr)
+    err(f"runner: tenant {a.name} added; its key follows on stdout (it is not shown again)")
     out(key)
 
 
@@ -419,7 +424,7 @@ def tenants_list(a):
 def tenants_remove(a):
     """Remove the tenant: its key stops working, its sessions are closed (sandboxes and workspaces removed)."""
     closed = guarded(lambda: _serve_module("admin").remove_tenant(a.data, a.db, a.name))
-    print(f"runner: tenant {a.name} removed; {closed} open session(s) closed", file=sys.stderr)
+    err(f"runner: tenant {a.name} removed; {closed} open session(s) closed")
 
 
 def summary(doc: str) -> str:
@@ -457,22 +462,37 @@ def parser(group, name, fn, arguments):
 
 
 def main(argv=None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        sys.exit(dispatch(list(sys.argv[1:] if argv is None else argv)))
+    except KeyboardInterrupt:  # before a command's own handling starts (its imports): one line
+        err("runner: interrupted")
+        sys.exit(130)
+    except BrokenPipeError:  # the reader went away (`runner tools | head -1`): nothing more to say
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's flush then fails quietly)
+        sys.exit(1)
+
+
+def dispatch(argv: list) -> int:
     group = argv[0] if argv and argv[0] in GROUPS else None
     at = 1 if group else 0
     if len(argv) <= at or argv[at] in ("-h", "--help"):  # `runner`, `runner images`: what there is to choose
-        asked = len(argv) > at
-        print(listing(group), file=sys.stdout if asked else sys.stderr)
-        sys.exit(0 if asked else 2)
+        asked = len(argv) > at  # (the listing is this module's own text: written as it is)
+        (sys.stdout if asked else sys.stderr).write(listing(group) + "\n")
+        return 0 if asked else 2
     found = [c for c in COMMANDS if c[:2] == (group, argv[at])]
     if not found:
-        from .printable import printable
-
         where = f"runner {group}" if group else "runner"
-        print(printable(f"{where}: no command {argv[at]!r}; `{where} --help` lists them"), file=sys.stderr)
-        sys.exit(2)
-    args = parser(*found[0]).parse_args(argv[at + 1:])
-    sys.exit(found[0][2](args) or 0)
+        err(f"{where}: no command {argv[at]!r}; `{where} --help` lists them")
+        return 2
+    group, name, fn, arguments = found[0]
+    p = parser(group, name, fn, arguments)
+    rest = argv[at + 1:]
+    # Options and positionals in any order (`runner call read --workspace D '{...}'`), but for a
+    # command that takes the rest of the line as it is (exec's CMD), which argparse parses apart.
+    args = p.parse_args(rest) if any(kw.get("nargs") == "..." for _, kw in arguments) else p.parse_intermixed_args(rest)
+    return fn(args) or 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The command line's own parsing, engine-free: the listings, usage errors, every command's parser."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -65,3 +67,53 @@ def test_help_imports_nothing_but_the_command_table():
             " if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_options_may_come_before_the_arguments(tmp_path):
+    """`runner call TOOL --opt V ARGS`: argparse's plain parse refused the JSON after an option."""
+    p = run("call", "echo", "--executor", "local", "--workspace", str(tmp_path), '{"text": "hi"}')
+    assert p.returncode == 1 and json.loads(p.stdout)["meta"]["error_type"] == "gated", p.stderr  # parsed, then refused
+
+
+def test_images_build_takes_force_and_no_force():
+    from runner.cli import parser
+
+    build = parser(*next(c for c in COMMANDS if c[:2] == ("images", "build")))
+    assert build.parse_args(["--force"]).force and not build.parse_args(["--no-force"]).force
+    assert not build.parse_args([]).force
+
+
+def test_a_closed_stdout_ends_quietly():
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run(runner_cmd("policy", "show"), stdout=w, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 1 and p.stderr == "", p.stderr
+
+
+def test_an_interrupt_before_a_command_runs_is_one_line_and_exit_130(monkeypatch, capsys):
+    from runner import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "dispatch", interrupted)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["tools"])
+    assert e.value.code == 130 and capsys.readouterr().err == "runner: interrupted\n"
+
+
+def test_what_is_printed_has_no_control_characters(tmp_path):
+    """A path, a name or a policy's text may hold any character: stdout never carries a raw one."""
+    import shutil
+
+    from runner.policy.loader import find_policy
+
+    hostile = tmp_path / "a\x1b[2Jb\x07.yaml"
+    shutil.copy(find_policy("default"), hostile)
+    for args in (["policy", "check", str(hostile)], ["policy", "show", str(hostile)]):
+        p = run(*args)
+        assert p.returncode == 0 and "\\x1b[2J" in p.stdout, (args, p.stdout, p.stderr)
+        assert "\x1b" not in p.stdout and "\x07" not in p.stdout, args
