@@ -87,7 +87,8 @@ def modules() -> dict[str, tuple[bool, str]]:
     return mods
 
 
-_lock = threading.Lock()
+_lock = threading.Lock()  # held while the payload is built
+_once = threading.Lock()  # only for prepare()'s flag: a second start never waits out the build here
 _prepared = False
 
 
@@ -118,7 +119,7 @@ def _payload() -> bytes:
 def prepare() -> None:
     """Build the payload in the background, while the engine makes the first sandbox."""
     global _prepared
-    with _lock:
+    with _once:
         if _prepared:
             return
         _prepared = True
