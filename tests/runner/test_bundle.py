@@ -74,6 +74,51 @@ def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbala
     assert out.stdout.decode().strip() == "[]"
 
 
+def test_the_agent_loads_no_openssl_until_a_long_body():
+    """hashlib and hmac load OpenSSL's libcrypto: 2-4 ms of every sandbox's start and 0.6 MiB of
+    its memory. The agent's MACs and keys use the builtin BLAKE2b and SHA-256 until a line of
+    SMALL_BODY bytes or more, whatever warm_up() loads, and the long line is still HMAC-SHA256."""
+    code = bundle.BOOTSTRAP.replace(
+        "runner_agent.server.main()",
+        "import runner_agent.server as s, runner_agent.wire as w, runner_agent.lender, runner_agent.zygote\n"
+        "[s.tool_module(m) for m in s.MODULES]\n"
+        "ssl = lambda: sorted(m for m in sys.modules if m in ('_hashlib', 'hashlib', 'hmac', '_ssl'))\n"
+        "print(ssl())\n"
+        "k = w.direction_key(bytes(32), w.TO_AGENT)\n"
+        "w.Signer(k).frame_body(b'x' * (w.SMALL_BODY - 1))\n"
+        "print(ssl())\n"
+        "line = w.Signer(k).frame_body(b'[' + b' ' * w.SMALL_BODY + b']')\n"
+        "print(ssl())\n"
+        "print(line[:64].decode())")
+    argv = bundle.argv(sys.executable)
+    out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    before, short, long_, mac = out.stdout.decode().splitlines()
+    assert before == short == "[]"
+    assert "_hashlib" in long_ or "hmac" in long_  # OpenSSL's SHA-256 for the long body
+    import hashlib
+    import hmac
+
+    from runner.toolbox import wire
+
+    key = hmac.new(bytes(32), wire.TO_AGENT, hashlib.sha256).digest()
+    assert wire.direction_key(bytes(32), wire.TO_AGENT) == key
+    body = b"[" + b" " * wire.SMALL_BODY + b"]"
+    assert mac == hmac.new(key, (0).to_bytes(8, "big") + body, hashlib.sha256).hexdigest()
+
+
+def test_hmac_sha256_of_the_builtin_hash_is_hmacs():
+    import hashlib
+    import hmac
+
+    from runner.toolbox import wire
+
+    for n in (0, 1, 32, 63, 64, 65, 200):
+        key = os.urandom(n)
+        for data in (b"", b"x", os.urandom(5000)):
+            assert wire.hmac_sha256(key, data) == hmac.new(key, data, hashlib.sha256).digest()
+
+
 def _retouched(magic: str | None = None, garble: str = "") -> bytes:
     """The payload with another magic number in its head, and each module's code object or
     source (`garble`) overwritten by as many bytes that are neither."""
