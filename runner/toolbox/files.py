@@ -1,8 +1,7 @@
 """read, write, edit."""
 from __future__ import annotations
 
-import base64
-import difflib
+import binascii
 import os
 
 from . import paths
@@ -38,7 +37,7 @@ def read(ctx: Ctx, args: dict):
         if size > MAX_IMAGE:
             raise ToolError(f"{path} is an image of {size} bytes, over the {MAX_IMAGE} byte limit")
         with open(real, "rb") as f:
-            data = base64.b64encode(f.read()).decode("ascii")
+            data = binascii.b2a_base64(f.read(), newline=False).decode("ascii")  # base64.b64encode
         return [{"type": "text", "text": f"image {paths.display(ctx, real)} ({size} bytes)"},
                 {"type": "image", "data": data, "media_type": IMAGE_TYPES[ext]}]
     with open(real, "rb") as f:
@@ -197,6 +196,8 @@ def edit(ctx: Ctx, args: dict):
     if new_text == base:
         raise ToolError(f"the edit leaves {path} unchanged")
     atomic_write(real, encode(new_text, bom, newline))
+    import difflib  # (on first use: 2 ms and heapq of every sandbox otherwise)
+
     diff = list(difflib.unified_diff(base.split("\n"), new_text.split("\n"), "before", "after", n=1, lineterm=""))[2:]
     if len(diff) > 40:
         diff = diff[:40] + [f"... ({len(diff) - 40} more diff lines)"]

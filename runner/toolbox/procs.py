@@ -5,7 +5,6 @@ import codecs
 import collections
 import os
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -119,7 +118,7 @@ class _Spare:
         self.forked.discard()
 
 
-BASH = shutil.which("bash")
+BASH = fsutil.which("bash")
 AHEAD_WITHIN = 0.01  # seconds from a result to the next call within which calls count as back to back
 ZYGOTE_TRIES = 3  # zygotes that failed in a row (say, no writable temp dir) before calls start their own shells
 _spare: "_Spare | None" = None

@@ -1,10 +1,10 @@
 """echo, get_time, memory_search, memory_get."""
 from __future__ import annotations
 
-import datetime
 import math
 import os
 import re
+import time
 
 from . import paths
 from .context import Ctx, ToolError
@@ -15,7 +15,7 @@ def echo(ctx: Ctx, args: dict):
 
 
 def get_time(ctx: Ctx, args: dict):
-    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())  # (datetime: 1.7 ms of every sandbox's start)
 
 
 def _memory_files(ctx: Ctx) -> list:

@@ -43,9 +43,10 @@ import shlex
 import signal
 import stat
 import subprocess
-import tempfile
 import threading
 import time
+
+from . import fsutil
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
 # What the spare does once its command has returned (not after `exit`, `exec` or a signal, nor
@@ -229,7 +230,7 @@ class Zygote:
         self.told: dict[int, int] = {}  # statuses spares told of themselves (TAIL), not yet ended
         self.taken_told: "int | None" = None  # the spare whose own word was taken: its `x` is not kept
         self.closed = False
-        tmp = tempfile.gettempdir()
+        tmp = fsutil.tempdir()
         _sweep(tmp)
         # the FIFOs' names: this prefix, then a spare's token. The name holds the agent's pid and
         # start time: an agent killed while a spare was forked (say, from a stopped zygote) leaves
@@ -237,12 +238,14 @@ class Zygote:
         me, start = os.getpid(), _start(os.getpid())
         self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{me}{'.' + start.decode() if start else ''}-")
         # the spares' scratch file (TAIL), no name: each opens it again as /proc/ZYGOTE/fd/N
-        with tempfile.TemporaryFile(dir=tmp) as scratch:
-            t = scratch.fileno()  # moved to fd 9 (TAIL's, and clear of the spare's 3 and 4)
+        t = fsutil.unnamed_file(tmp)  # moved to fd 9 (TAIL's, and clear of the spare's 3 and 4)
+        try:
             script = SCRIPT.format(n=TOKEN, prefix=shlex.quote(self.prefix), move="" if t == 9 else f"exec 9<&{t} {t}<&-; ")
             self.proc = subprocess.Popen([bash, "-c", script], cwd=cwd, env=env, start_new_session=True,
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                         pass_fds=(scratch.fileno(),), preexec_fn=_dies_with_its_parent())
+                                         pass_fds=(t,), preexec_fn=_dies_with_its_parent())
+        finally:
+            os.close(t)
         self.inp = self.proc.stdin.fileno()
         os.set_blocking(self.inp, False)  # a stopped zygote with a full pipe must not hold the agent
         self.out = self.proc.stdout.fileno()

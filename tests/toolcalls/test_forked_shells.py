@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from runner.toolbox import procs
+from runner.toolbox import fsutil, procs
 from runner.toolbox.context import Ctx
 
 # What a shell starts with: options, traps, descriptors, stdin, signals ignored and caught (not
@@ -102,7 +102,7 @@ def test_a_killed_zygote_costs_the_next_calls_nothing(call):
 def test_without_a_zygote_each_call_starts_its_own_shell(tmp_path, monkeypatch):
     """No writable temp dir for the zygote's FIFOs (or a bash that cannot run it): the agent
     stops trying after a few zygotes and each call starts its own `bash -c`."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    monkeypatch.setattr(fsutil, "_tempdir", str(tmp_path / "missing"))  # (the agent's tempfile.tempdir)
     keeper = procs._Keeper()
     monkeypatch.setattr(procs, "_keeper", keeper)
     ctx = Ctx({"workspace": str(tmp_path)})
