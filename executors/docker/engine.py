@@ -41,6 +41,12 @@ def connect(base_url: str | None = None, timeout: int = 120):
 
     try:
         client = docker.DockerClient(base_url=base_url, timeout=timeout) if base_url else docker.from_env(timeout=timeout)
+        if client.api.base_url.startswith("http+docker://"):
+            # A unix socket (or npipe, or ssh): no proxy or .netrc applies, and requests looked
+            # for both before every request, scanning the whole environment twice (getproxies)
+            # and reading ~/.netrc: ~0.3 ms a request here, a fifth of the controller's CPU for a
+            # per-call sandbox (twelve requests). A tcp:// engine keeps requests' defaults.
+            client.api.trust_env = False
         client.ping()
     except DockerException as e:
         raise unavailable(base_url, e) from None

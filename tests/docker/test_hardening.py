@@ -174,3 +174,27 @@ def test_the_users_docker_proxies_never_reach_runner_exec(docker_config_with_pro
     p = subprocess.run([sys.executable, "-m", "runner", "exec", "--", "env"], capture_output=True, timeout=120,
                        stdin=subprocess.DEVNULL)
     assert p.returncode == 0 and b"127.0.0.1:9" not in p.stdout and b"proxy" not in p.stdout.lower(), p.stdout
+
+
+@pytest.mark.docker
+def test_requests_to_a_local_engine_look_up_no_proxy_and_no_netrc(monkeypatch):
+    """requests looked for proxies (scanning the whole environment twice) and read ~/.netrc
+    before every request to the engine's unix socket, where neither applies: a fifth of the
+    controller's CPU for a per-call sandbox. A tcp:// engine keeps requests' defaults."""
+    import requests.sessions
+    import requests.utils
+
+    from executors.docker.engine import connect
+
+    looked: list = []
+    for module in (requests.utils, requests.sessions):
+        for name in ("get_environ_proxies", "get_netrc_auth"):
+            if hasattr(module, name):
+                real = getattr(module, name)
+                monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name, **k: looked.append(_name) or _real(*a, **k))
+    client = connect()
+    looked.clear()  # (docker-py's version probe, as the client is made)
+    client.ping()
+    client.api.version()
+    client.api.containers(filters={"label": "runner.test=none"})
+    assert client.api.base_url.startswith("http+docker://") and looked == []
