@@ -10,6 +10,14 @@ otherwise, and starts the agent's JSON-lines loop on the same stdin. Its working
 workspace, so the first thing it does is drop '' from sys.path: a `json.py` there must not become
 the agent. Nothing is written to the sandbox's disk, so this works with a read-only root, in any
 image with python3 >= 3.9, and over any transport. Nothing the sandbox sends is unmarshalled here.
+
+INIT: as a container's pid 1 (no docker-init in front: it would hold the same stdio and is
+dumpable), the bootstrap first forks. The parent stays pid 1, lets go of stdio and reaps every
+orphan the tools leave (each zombie holds a slot under the pids limit) until the agent, its child,
+ends, then ends the container with the agent's status. It forks before anything else is loaded:
+forked later (after the payload and the agent's imports, as it was), its copy of every page the
+agent then wrote was its own, 4.0 against 2.5-2.8 MiB (Pss, runner/base), 0.86 MiB of each idle
+sandbox. Non-dumpable like the agent, it holds nothing a tool could open.
 """
 from __future__ import annotations
 
@@ -28,6 +36,23 @@ SHIPPED = {"allowlist": "executors.allowlist"}
 BOOTSTRAP = r"""
 import os, sys
 sys.path[:] = [p for p in sys.path if p not in ("", ".")]
+if os.getpid() == 1:  # the container's init (no docker-init): see INIT
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: both processes (inherited)
+    except (OSError, AttributeError, ImportError):
+        pass
+    _agent = os.fork()
+    if _agent:
+        os.closerange(0, 3)
+        while True:
+            try:
+                _pid, _st = os.waitpid(-1, 0)
+            except ChildProcessError:
+                os._exit(0)
+            if _pid == _agent:
+                _c = os.waitstatus_to_exitcode(_st)
+                os._exit(_c if _c >= 0 else 128 - _c)
 import json, marshal
 from importlib.machinery import ModuleSpec
 from importlib._bootstrap_external import MAGIC_NUMBER

@@ -340,36 +340,14 @@ def main(inp=None, out_fd: int | None = None) -> None:
                 shutdown()
 
 
-def _init_reaper(channel: list) -> None:
-    """As a container's pid 1: fork; the child returns and is the agent; this process lets go of
-    the channel and reaps every orphan the tools leave (each zombie holds a slot under the pids
-    limit) until the agent ends, then ends the container with the agent's status. Non-dumpable
-    like the agent (prctl is inherited), it holds nothing a tool could open."""
-    agent = os.fork()
-    if agent == 0:
-        return
-    for fd in channel:
-        os.close(fd)
-    while True:
-        try:
-            pid, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            os._exit(0)
-        except InterruptedError:
-            continue
-        if pid == agent:
-            code = os.waitstatus_to_exitcode(status)
-            os._exit(code if code >= 0 else 128 - code)
-
-
 def claim_stdio():
     """(input stream, output fd) of the protocol, and no other way to it from this sandbox's
     processes: the agent becomes non-dumpable (PR_SET_DUMPABLE 0: a same-uid process can then
     neither open its /proc/PID/fd/*, nor read its memory, nor ptrace it); the channel moves to
     private, non-inheritable copies of fds 0 and 1; fds 0, 1 and 2 then point at /dev/null, so a
     child that names no stdio of its own holds nothing of it. Messages of this process go to a
-    private copy of stderr. As a container's pid 1 (no docker-init in front, which would hold
-    the same stdio and is dumpable) it forks a reaper of orphans (_init_reaper). gVisor lets a
+    private copy of stderr. (In a container, pid 1 is the bootstrap's reaper of orphans, which
+    forked this process before anything was loaded: runner/bundle.py, INIT.) gVisor lets a
     same-uid process open /proc/PID/fd/* all the same: there wire.py's MACs are what hold."""
     try:
         import ctypes
@@ -382,7 +360,5 @@ def claim_stdio():
     for f in (0, 1, 2):
         os.dup2(null, f)
     os.close(null)
-    if os.getpid() == 1:
-        _init_reaper(fds)
     sys.stdout = sys.stderr = os.fdopen(fds[2], "w", buffering=1, encoding="utf-8", errors="replace")
     return os.fdopen(fds[0], "rb"), fds[1]

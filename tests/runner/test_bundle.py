@@ -57,6 +57,16 @@ def test_the_bootstrap_imports_no_importlib_abc_and_no_site():
     assert not loaded & {"importlib.abc", "importlib.resources", "site", "pathlib", "zipfile"}, sorted(loaded)
 
 
+def _loaded_then(code: str) -> str:
+    """The stdout of the bootstrap run with `code` in place of starting the agent (the bundle
+    installed, runner_agent importable), in a real interpreter fed the payload."""
+    argv = bundle.argv(sys.executable)
+    out = subprocess.run([*argv[:-1], bundle.BOOTSTRAP.replace("runner_agent.server.main()", code)],
+                         input=bundle.payload(), capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    return out.stdout.decode()
+
+
 def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbalance():
     """logging and concurrent.futures register fork hooks that take a lock before a fork and
     release it after. The zygote's thread forks with a preexec_fn, which runs those hooks: a
@@ -64,22 +74,17 @@ def test_the_agent_loads_no_module_whose_fork_hooks_a_concurrent_fork_can_unbala
     without the take, and it freed the lock a custom_describe held (RuntimeError: release
     unlocked lock, every custom tool of the session lost, in CI). Every tool module of the
     agent, loaded as the agent loads them (warm_up's and those a call loads), must pull in neither."""
-    code = bundle.BOOTSTRAP.replace(
-        "runner_agent.server.main()",
+    stdout = _loaded_then(
         "[__import__('runner_agent.' + m) for m in sorted({m for m, _ in runner_agent.server.TOOLS.values()})]\n"
         "print(sorted(m for m in sys.modules if m in ('logging', 'concurrent.futures') or m.startswith('concurrent.')))")
-    argv = bundle.argv(sys.executable)
-    out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
-    assert out.returncode == 0, out.stderr.decode()[-2000:]
-    assert out.stdout.decode().strip() == "[]"
+    assert stdout.strip() == "[]"
 
 
 def test_the_agent_loads_no_openssl_until_a_long_body():
     """hashlib and hmac load OpenSSL's libcrypto: 2-4 ms of every sandbox's start and 0.6 MiB of
     its memory. The agent's MACs and keys use the builtin BLAKE2b and SHA-256 until a line of
     SMALL_BODY bytes or more, whatever warm_up() loads, and the long line is still HMAC-SHA256."""
-    code = bundle.BOOTSTRAP.replace(
-        "runner_agent.server.main()",
+    stdout = _loaded_then(
         "import runner_agent.server as s, runner_agent.wire as w, runner_agent.lender, runner_agent.zygote\n"
         "[s.tool_module(m) for m in s.MODULES]\n"
         "ssl = lambda: sorted(m for m in sys.modules if m in ('_hashlib', 'hashlib', 'hmac', '_ssl'))\n"
@@ -90,10 +95,7 @@ def test_the_agent_loads_no_openssl_until_a_long_body():
         "line = w.Signer(k).frame_body(b'[' + b' ' * w.SMALL_BODY + b']')\n"
         "print(ssl())\n"
         "print(line[:64].decode())")
-    argv = bundle.argv(sys.executable)
-    out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
-    assert out.returncode == 0, out.stderr.decode()[-2000:]
-    before, short, long_, mac = out.stdout.decode().splitlines()
+    before, short, long_, mac = stdout.splitlines()
     assert before == short == "[]"
     assert "_hashlib" in long_ or "hmac" in long_  # OpenSSL's SHA-256 for the long body
     import hashlib
@@ -111,15 +113,11 @@ def test_the_agents_warm_up_loads_neither_tempfile_nor_shutil():
     """tempfile and shutil, with what they import (random, bz2, lzma, zlib), were 5-6 ms of the
     CPU and 0.56 MiB of every sandbox for four functions (fsutil has its own); datetime, difflib
     and base64 another 3-4 ms for get_time, edit's diff and an image's read."""
-    code = bundle.BOOTSTRAP.replace(
-        "runner_agent.server.main()",
+    stdout = _loaded_then(
         "import runner_agent.server as s, runner_agent.lender, runner_agent.zygote\n"
         "[s.tool_module(m) for m in s.MODULES]\n"
         "print(sorted(m for m in sys.modules if m in ('tempfile', 'shutil', 'random', 'bz2', 'lzma', 'zlib', 'difflib', 'datetime', 'base64')))")
-    argv = bundle.argv(sys.executable)
-    out = subprocess.run([*argv[:-1], code], input=bundle.payload(), capture_output=True, timeout=60)
-    assert out.returncode == 0, out.stderr.decode()[-2000:]
-    assert out.stdout.decode().strip() == "[]"
+    assert stdout.strip() == "[]"
 
 
 def test_hmac_sha256_of_the_builtin_hash_is_hmacs():

@@ -245,6 +245,28 @@ def test_zombies_are_reaped(hostile):
     assert res.text.strip() == "0"
 
 
+def test_pid_1_is_forked_before_the_agent_loads_anything(hostile, docker_client):
+    """The container's pid 1 reaps orphans and ends the container with the agent's status. It is
+    forked by the bootstrap before the payload and the agent's imports: forked after them, as it
+    was, every page the agent wrote later was a private copy of pid 1's (4.0 MiB of an idle
+    sandbox's 11.7). Its maps show it: none of the modules the agent loads after its start
+    (_json's shared object, say) is mapped in pid 1, only ctypes', imported to make both
+    non-dumpable before the fork. Neither holds stdio or anything else a tool could open."""
+    r, _, _ = hostile
+    assert bash(r, "echo hi").text.strip() == "hi"
+    cid = r.session._sandbox.proc.container.id
+    pid1 = docker_client.api.inspect_container(cid)["State"]["Pid"]
+    agent = int(open(f"/proc/{pid1}/task/{pid1}/children").read().split()[0])
+    def loaded(pid):
+        return {os.path.basename(line.split()[-1]).split(".")[0] for line in open(f"/proc/{pid}/maps")
+                if "lib-dynload" in line}
+    assert "_json" in loaded(agent) and "_ctypes" in loaded(pid1)  # (what the check can see)
+    assert loaded(pid1) == {"_ctypes"}, loaded(pid1)
+    assert os.listdir(f"/proc/{pid1}/fd") == []
+    for pid in (pid1, agent):  # the sandbox's user (1000) owns both; non-dumpable, their fds are root's
+        assert os.stat(f"/proc/{pid}").st_uid == 1000 and os.stat(f"/proc/{pid}/fd").st_uid == 0
+
+
 @pytest.mark.parametrize("lent", [False, True], ids=["any path", "a lent shell"])
 def test_signals_kill_everything_but_the_next_call_works(hostile, lent):
     """`kill -9 -1` kills every process of the sandbox but pid 1 and the shell that runs it. The
