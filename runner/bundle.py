@@ -1,6 +1,6 @@
 """Ship the in-sandbox agent (runner/toolbox, stdlib only) into any sandbox over its stdin.
 
-The sandbox runs `python3 -S -u -c BOOTSTRAP`; the bootstrap reads (unbuffered: nothing of the
+The sandbox runs `python3 -S -E -u -c BOOTSTRAP`; the bootstrap reads (unbuffered: nothing of the
 protocol may sit in a reader it leaves behind) the payload: each module's code object, compiled
 here once per process, and its source. It installs an in-memory importer for the package
 `runner_agent` (a plain finder and loader: importlib.abc would import importlib.resources,
@@ -14,8 +14,8 @@ image with python3 >= 3.9, and over any transport. Nothing the sandbox sends is 
 INIT: as a container's pid 1 (no docker-init in front: it would hold the same stdio and is
 dumpable), the bootstrap first forks. The parent stays pid 1, lets go of stdio and reaps every
 orphan the tools leave (each zombie holds a slot under the pids limit) until the agent, its child,
-ends, then ends the container with the agent's status. It forks before anything else is loaded:
-forked later (after the payload and the agent's imports, as it was), its copy of every page the
+ends, then ends the container with the agent's status. It forks before anything else is loaded
+but ctypes (for PR_SET_DUMPABLE, which both inherit): forked later (after the payload and the agent's imports, as it was), its copy of every page the
 agent then wrote was its own, 4.0 against 2.5-2.8 MiB (Pss, runner/base), 0.86 MiB of each idle
 sandbox. Non-dumpable like the agent, it holds nothing a tool could open.
 """
@@ -153,5 +153,8 @@ def prepare() -> None:
 
 def argv(python: str = "python3") -> list[str]:
     # -S: no site (the agent is the standard library and this bundle; site's .pth files cost up
-    # to 40 ms on some hosts); -u: unbuffered, as the protocol needs
-    return [python, "-S", "-u", "-c", BOOTSTRAP]
+    # to 40 ms on some hosts); -E: no PYTHON* variable of the sandbox's environment (a policy's
+    # PYTHONPATH of the workspace put files the sandbox writes ahead of the standard library for
+    # every module the agent loads later, and PYTHONHOME the library itself); -u: unbuffered, as
+    # the protocol needs
+    return [python, "-S", "-E", "-u", "-c", BOOTSTRAP]

@@ -195,9 +195,9 @@ def edit(ctx: Ctx, args: dict):
     new_text, count, loose = apply_edits(base, edits, path)
     if new_text == base:
         raise ToolError(f"the edit leaves {path} unchanged")
-    atomic_write(real, encode(new_text, bom, newline))
-    import difflib  # (on first use: 2 ms and heapq of every sandbox otherwise)
+    import difflib  # (on first use, before the write: 2 ms and heapq of every sandbox otherwise)
 
+    atomic_write(real, encode(new_text, bom, newline))
     diff = list(difflib.unified_diff(base.split("\n"), new_text.split("\n"), "before", "after", n=1, lineterm=""))[2:]
     if len(diff) > 40:
         diff = diff[:40] + [f"... ({len(diff) - 40} more diff lines)"]

@@ -42,8 +42,8 @@ def mkstemp(directory: str, prefix: str = "tmp", suffix: str = "") -> tuple[int,
 def unnamed_file(directory: str) -> int:
     """tempfile.TemporaryFile(dir=directory)'s descriptor: a file with no name (O_TMPFILE, or a
     named one removed at once where the file system cannot)."""
-    try:
-        return os.open(directory, os.O_RDWR | os.O_TMPFILE | os.O_CLOEXEC, 0o600)
+    try:  # O_EXCL: it can never be given a name (linkat through /proc/PID/fd), as tempfile's
+        return os.open(directory, os.O_RDWR | os.O_TMPFILE | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except (AttributeError, OSError):
         fd, path = mkstemp(directory)
         os.unlink(path)
@@ -59,9 +59,9 @@ def tempdir() -> str:
     global _tempdir
     if _tempdir is None:
         env = [os.environ.get(name) for name in ("TMPDIR", "TEMP", "TMP")]
-        for candidate in [*(c for c in env if c), "/tmp", "/var/tmp", "/usr/tmp", os.getcwd()]:
-            directory = os.path.abspath(candidate)
-            try:
+        for candidate in [*(c for c in env if c), "/tmp", "/var/tmp", "/usr/tmp", None]:
+            try:  # None: the working directory, last (it may be gone)
+                directory = os.getcwd() if candidate is None else os.path.abspath(candidate)
                 fd, path = mkstemp(directory)
             except OSError:
                 continue
@@ -82,6 +82,8 @@ def which(name: str) -> "str | None":
             path = os.confstr("CS_PATH") or os.defpath
         except (AttributeError, ValueError):
             path = os.defpath
+    if not path:  # (an empty PATH names no directory, not the working one)
+        return None
     seen = set()
     for directory in path.split(os.pathsep):
         if directory in seen:

@@ -38,7 +38,7 @@ def test_tempdir_skips_a_directory_where_no_file_can_be_made(fresh_tempdir, tmp_
     assert fsutil.tempdir() == tempfile.gettempdir() == str(tmp_path)
 
 
-def test_mkstemp_makes_a_new_private_file_and_never_follows_a_link(tmp_path):
+def test_mkstemp_makes_a_new_private_file_and_never_follows_a_link(tmp_path, monkeypatch):
     fd, path = fsutil.mkstemp(str(tmp_path), prefix=".runner-", suffix=".tmp")
     try:
         st = os.fstat(fd)
@@ -48,10 +48,13 @@ def test_mkstemp_makes_a_new_private_file_and_never_follows_a_link(tmp_path):
     finally:
         os.close(fd)
     os.unlink(path)
-    os.symlink(tmp_path / "target", path)  # a planted link of the very name: O_EXCL refuses it
-    with pytest.raises(FileExistsError):
-        os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW)
-    assert not (tmp_path / "target").exists()
+    os.symlink(tmp_path / "target", path)  # a planted link of the very name it draws first
+    names = iter([os.path.basename(path), "second"])
+    monkeypatch.setattr(fsutil, "_random_name", lambda prefix, suffix: next(names))
+    fd, got = fsutil.mkstemp(str(tmp_path))
+    os.close(fd)
+    assert got == str(tmp_path / "second") and os.path.islink(path)
+    assert not (tmp_path / "target").exists()  # the link was never followed
 
 
 def test_unnamed_file_has_no_name(tmp_path):
@@ -64,6 +67,29 @@ def test_unnamed_file_has_no_name(tmp_path):
     finally:
         os.close(fd)
     assert os.listdir(tmp_path) == []
+
+
+def test_unnamed_file_can_never_be_given_a_name(tmp_path):
+    """O_EXCL with O_TMPFILE, as tempfile.TemporaryFile: no linkat through /proc/PID/fd, which a
+    process of the sandbox could do to the zygote's scratch file (the zygote is dumpable)."""
+    fd = fsutil.unnamed_file(str(tmp_path))
+    root = os.open("/", os.O_RDONLY | os.O_DIRECTORY)  # a dir_fd makes os.link a linkat(AT_SYMLINK_FOLLOW)
+    try:
+        with pytest.raises(FileNotFoundError):
+            os.link(f"/proc/self/fd/{fd}", tmp_path / "named", src_dir_fd=root, follow_symlinks=True)
+    finally:
+        os.close(fd)
+        os.close(root)
+    assert os.listdir(tmp_path) == []
+
+
+def test_tempdir_without_a_working_directory(fresh_tempdir, tmp_path):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    fresh_tempdir.chdir(gone)
+    gone.rmdir()
+    fresh_tempdir.setenv("TMPDIR", str(tmp_path))
+    assert fsutil.tempdir() == str(tmp_path)
 
 
 def test_which_is_shutils(monkeypatch, tmp_path):
@@ -79,3 +105,6 @@ def test_which_is_shutils(monkeypatch, tmp_path):
     (tmp_path / "dir" / "plain").mkdir(mode=0o755)  # a directory of that name is no program
     monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "dir"), str(runnable)]))
     assert fsutil.which("plain") == shutil.which("plain") == str(runnable / "plain")
+    monkeypatch.chdir(runnable)  # an empty PATH names no directory, not the working one
+    monkeypatch.setenv("PATH", "")
+    assert fsutil.which("plain") is shutil.which("plain") is None

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from runner import Runner
+
 from .conftest import MARKER, err
 
 PROTECTED_MSG = "path is in a protected directory"
@@ -243,6 +245,37 @@ def test_zombies_are_reaped(hostile):
     time.sleep(0.5)
     res = bash(r, "ps -eo stat,comm | awk '$1 ~ /^Z/' | wc -l")
     assert res.text.strip() == "0"
+
+
+@pytest.fixture
+def image_with_pythonpath(docker_client):
+    """runner/base with `ENV PYTHONPATH=/workspace/lib`, as a Python project's image has it
+    (built here from the local image: no registry), removed afterwards."""
+    import io
+
+    tag = f"runner-test/pythonpath:{os.getpid()}"
+    docker_client.images.build(fileobj=io.BytesIO(b"FROM runner/base:latest\nENV PYTHONPATH=/workspace/lib\n"),
+                               tag=tag, rm=True, network_mode="none")
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def test_the_agent_loads_no_module_from_the_sandboxs_pythonpath(tmp_path, no_leaks, image_with_pythonpath):
+    """An image's PYTHONPATH naming a directory of the workspace (a Python project's own
+    packages) put files the sandbox writes ahead of the standard library for the agent: json at
+    its start, and every module it loaded later (hmac at its first long result, difflib at its
+    first edit). The agent's interpreter takes no PYTHON* variable (-E); the tools keep them."""
+    ws = tmp_path / "ws"
+    (ws / "lib").mkdir(parents=True)
+    for name in ("json", "hmac", "hashlib", "difflib", "urllib"):
+        (ws / "lib" / f"{name}.py").write_text(f"open('/workspace/PLANTED-{name}', 'w').close()\n")
+    (ws / "a.txt").write_text("one\ntwo\n")
+    with Runner(executor="docker", workspace=ws, preset="all", image=image_with_pythonpath) as r:
+        long_ = bash(r, "head -c 20000 /dev/zero | tr '\\0' x; echo; echo $PYTHONPATH")
+        edit = r.call("edit", {"path": "a.txt", "old_string": "two", "new_string": "2"})
+        assert not long_.is_error and long_.text.strip().endswith("/workspace/lib"), long_.text[-300:]
+        assert not edit.is_error and "+2" in edit.text, edit.text
+    assert sorted(p.name for p in ws.glob("PLANTED-*")) == []
 
 
 def test_pid_1_is_forked_before_the_agent_loads_anything(hostile, docker_client):
