@@ -151,10 +151,27 @@ def prepare() -> None:
     threading.Thread(target=payload, name="runner-bundle", daemon=True).start()
 
 
+# The interpreter a bare name (python3) names, found as the engine would find it, on the
+# sandbox's PATH, but in a directory the sandbox cannot write and as a file it cannot write:
+# an image's PATH often leads with the project's own bin (/workspace/.venv/bin), where a python3
+# the sandbox wrote would become the next session's agent, with its key. Where every one is
+# writable (a root sandbox whose root file system is writable: it could replace any of them)
+# the first is taken, as before. POSIX sh, no fork: ~1 ms of the sandbox's start.
+FIND_PYTHON = (
+    'set -f; IFS=:; first=; for d in $PATH; do case $d in /*) ;; *) continue ;; esac; '
+    'p=$d/$0; [ -f "$p" ] && [ -x "$p" ] || continue; [ -n "$first" ] || first=$p; '
+    'if [ ! -w "$d" ] && [ ! -w "$p" ]; then unset IFS; exec "$p" "$@"; fi; done; unset IFS; '
+    '[ -n "$first" ] && exec "$first" "$@"; echo "runner: no $0 on PATH ($PATH)" >&2; exit 127')
+
+
 def argv(python: str = "python3") -> list[str]:
-    # -S: no site (the agent is the standard library and this bundle; site's .pth files cost up
-    # to 40 ms on some hosts); -E: no PYTHON* variable of the sandbox's environment (a policy's
-    # PYTHONPATH of the workspace put files the sandbox writes ahead of the standard library for
-    # every module the agent loads later, and PYTHONHOME the library itself); -u: unbuffered, as
-    # the protocol needs
-    return [python, "-S", "-E", "-u", "-c", BOOTSTRAP]
+    """The agent's command. python: an interpreter's path, or a name looked for as FIND_PYTHON does.
+    -S: no site (the agent is the standard library and this bundle; site's .pth files cost up
+    to 40 ms on some hosts); -E: no PYTHON* variable of the sandbox's environment (an image's
+    PYTHONPATH of the workspace put files the sandbox writes ahead of the standard library for
+    every module the agent loads, and PYTHONHOME the library itself); -u: unbuffered, as the
+    protocol needs."""
+    flags = ["-S", "-E", "-u", "-c", BOOTSTRAP]
+    if "/" in python:
+        return [python, *flags]
+    return ["/bin/sh", "-c", FIND_PYTHON, python, *flags]

@@ -249,15 +249,34 @@ def test_zombies_are_reaped(hostile):
 
 @pytest.fixture
 def image_with_pythonpath(docker_client):
-    """runner/base with `ENV PYTHONPATH=/workspace/lib`, as a Python project's image has it
-    (built here from the local image: no registry), removed afterwards."""
+    """runner/base with `ENV PYTHONPATH=/workspace/lib` and the workspace's bin first on PATH,
+    as a Python project's image has them (built here from the local image: no registry),
+    removed afterwards."""
     import io
 
     tag = f"runner-test/pythonpath:{os.getpid()}"
-    docker_client.images.build(fileobj=io.BytesIO(b"FROM runner/base:latest\nENV PYTHONPATH=/workspace/lib\n"),
-                               tag=tag, rm=True, network_mode="none")
+    recipe = (b"FROM runner/base:latest\nENV PYTHONPATH=/workspace/lib\n"
+              b"ENV PATH=/workspace/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n")
+    docker_client.images.build(fileobj=io.BytesIO(recipe), tag=tag, rm=True, network_mode="none")
     yield tag
     docker_client.images.remove(tag, force=True)
+
+
+def test_the_agent_is_no_python3_the_sandbox_wrote(tmp_path, no_leaks, image_with_pythonpath):
+    """The engine found `python3` on the image's PATH, which led with the workspace's bin: a
+    python3 the sandbox wrote there became the next session's agent, holding its key. The agent's
+    interpreter is now the first on PATH that the sandbox cannot write (runner/bundle.py,
+    FIND_PYTHON); the tools' PATH is the image's, unchanged."""
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    planted = ws / "bin" / "python3"
+    planted.write_text('#!/bin/sh\ntouch /workspace/PLANTED-python3\nexec /usr/bin/python3 "$@"\n')
+    planted.chmod(0o755)
+    with Runner(executor="docker", workspace=ws, preset="all", image=image_with_pythonpath) as r:
+        res = bash(r, "echo $PATH; command -v python3")
+    assert res.text.split() == ["/workspace/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                "/workspace/bin/python3"], res.text
+    assert not (ws / "PLANTED-python3").exists()
 
 
 def test_the_agent_loads_no_module_from_the_sandboxs_pythonpath(tmp_path, no_leaks, image_with_pythonpath):
