@@ -77,18 +77,24 @@ RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
-# A token that names no FIFO makes no spare, and a spare whose FIFO is gone by then fails its
-# redirections and ends (bash goes on after a failed `exec` redirection unless told). A spare's
+# A token that names no FIFO makes no spare. The spare's redirections (on the subshell: made in
+# the fork, with none of the saving and restoring an `exec` of them costs) open each FIFO
+# read-write first, then its own end onto the same descriptor: the open of one end waits for the
+# other, and the agent that held the others may have been killed since it asked (the zygote dies
+# with it, and the spare waited in open(2) for good). `<>` makes a file where the name is gone: a
+# spare that finds either of its ends no FIFO (a process of the sandbox removed it) ends without
+# its ready line, and the agent removes the names. A spare's
 # `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by a
 # process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
 # for its spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
           "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
-          "( trap - " + TRAPPED + "; set +m; exec 3<{prefix}\"$__runner_d.in\" 4>{prefix}\"$__runner_d.out\" || exit 126; "
+          "( trap - " + TRAPPED + "; set +m; [[ -p /dev/fd/3 && -p /dev/fd/4 ]] || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
           + RUN + '; ' + TAIL + '; elif [[ $__runner_cmd == l* ]]; then ' + RUN + '; ' + LENT_TAIL + '; else ' + RUN
-          + '; fi ); printf "x %s %s\\n" "$?" "$__runner_d"; exec 8>&-; done')
+          + '; fi ) 3<>{prefix}"$__runner_d.in" 3<{prefix}"$__runner_d.in" 4<>{prefix}"$__runner_d.out" 4>{prefix}"$__runner_d.out"; '
+          'printf "x %s %s\\n" "$?" "$__runner_d"; exec 8>&-; done')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16

@@ -352,20 +352,18 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
             finally:
                 next_sb.close()
             assert set(glob.glob(leftovers)) <= before, "the agent's FIFOs (or their directory) stayed behind"
+            # nor a spare the zygote forked just before the stop (it waited in open(2) for good:
+            # test_a_spare_forked_as_its_agent_dies_does_not_wait_for_it_for_good)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and _processes_naming(f"runner-agent-{agent}."):
+                time.sleep(0.05)
+            assert not _processes_naming(f"runner-agent-{agent}."), "a spare outlived its agent"
         finally:
             sb.close()
             if zygote is not None and _state(zygote) not in ("gone", "Z"):
                 os.kill(zygote, signal.SIGKILL)  # what a failure here left behind
-            # A spare the zygote forked just before the stop, whose FIFO opens came after the
-            # agent's death, waits in open(2) for good (no PDEATHSIG of its own): ended here. (Left
-            # in the product: DESIGN.md, issue 17, local executor only; a container ends with its agent.)
-            for proc in glob.glob("/proc/[0-9]*/cmdline"):
-                try:
-                    with open(proc, "rb") as f:
-                        if f"runner-agent-{agent}.".encode() in f.read():
-                            os.kill(int(proc.split("/")[2]), signal.SIGKILL)
-                except (OSError, ValueError, UnboundLocalError):
-                    pass
+            for pid in _processes_naming(f"runner-agent-{sb.info['pid']}."):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_spares_fifos_are_gone_while_the_agent_waits_for_its_next_call(tmp_path):
@@ -503,3 +501,80 @@ def test_a_background_job_is_told_ended_only_with_all_its_output(tmp_path):
     assert job.newest() == "ready\ndone\n"
     proc.stdin.close()
     proc.stdout.close()
+
+
+@pytest.mark.parametrize("lend", [False, True], ids=["own", "lent"])
+def test_a_spare_forked_as_its_agent_dies_does_not_wait_for_it_for_good(tmp_path, lend):
+    """An agent killed after it asked for a spare, once the zygote forked it and before the
+    spare opened its FIFOs, held the other ends of both: the spare's open(2) waited for a
+    process that would never come, for good (the zygote dies with the agent, the spare has no
+    death signal of its own). Here the agent's death is its descriptors' end while the zygote
+    is stopped, so the spare opens only after it: it must end on its own (it waited in open,
+    and the zygote waiting for it, before the fix)."""
+    import subprocess
+
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    os.kill(z.proc.pid, signal.SIGSTOP)
+    f = z.order(lend=lend)
+    try:
+        for fd in f.fds():  # the agent's ends of the spare's FIFOs, and its pipes to the zygote, go
+            os.close(fd)
+        f.cmd_fd = f.st_fd = f.stdout.fd = -1
+        z.proc.stdin.close()
+        z.proc.stdout.close()
+        os.kill(z.proc.pid, signal.SIGCONT)  # it reads the token, already in its input, and forks
+        try:
+            z.proc.wait(timeout=10)  # its spare ends (its ready line has no reader), then it
+        except subprocess.TimeoutExpired:
+            pytest.fail("the zygote still waits for a spare that waits in open(2)")
+        assert not _processes_naming(z.prefix), "a spare outlived its zygote"
+    finally:
+        for pid in _processes_naming(z.prefix):  # what a failure here leaves
+            os.kill(pid, signal.SIGKILL)
+        if z.proc.poll() is None:
+            os.kill(z.proc.pid, signal.SIGKILL)
+            z.proc.wait()
+        zygote._unlink(f.fifos)
+
+
+def _processes_naming(text: str) -> list[int]:
+    """The pids of the processes whose command line holds text (a zygote's and its spares')."""
+    found = []
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(path, "rb") as fh:
+                if text.encode() in fh.read():
+                    found.append(int(path.split("/")[2]))
+        except (OSError, ValueError):
+            pass
+    return [pid for pid in found if _state(pid) not in ("Z", "gone")]
+
+
+def test_a_spare_whose_output_fifo_is_gone_when_it_opens_never_says_it_runs(tmp_path):
+    """A process of the sandbox that removes a spare's output FIFO before the spare opens it (the
+    zygote looks only for the command's) made the spare create a plain file by that name, write
+    its output there and say it runs: the call given to it waited out its timeout for output
+    that never came. Now the spare sees that what it opened is no FIFO and ends unready; the
+    agent removes the file, and the zygote's next spare runs a command as ever."""
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    try:
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        f = z.order()
+        os.unlink(f.fifos[1])  # PREFIX T.out
+        os.kill(z.proc.pid, signal.SIGCONT)
+        with pytest.raises(zygote.ZygoteError):
+            f.ready(1.0)
+        assert not any(os.path.lexists(p) for p in f.fifos), "the spare's names stayed behind"
+        f = z.order()
+        assert f.ready(10) and f.give(b"echo ran")
+        out = b""
+        while chunk := os.read(f.stdout.fd, 4096):
+            out += chunk
+        assert out == b"ran\n" and f.wait(10) == 0
+    finally:
+        os.kill(z.proc.pid, signal.SIGCONT)
+        z.close()
