@@ -77,8 +77,11 @@ class Lender:
             return
         try:
             if not forked.ready(0):
-                if forked.lost():  # a process of the sandbox removed its FIFOs: the zygote skips its
-                    slot.forked = None  # token, and would never fork it (lost() closed it)
+                # The zygote's word, not the FIFOs' names (six system calls at each wake-up that
+                # came before the ready line, most calls back to back): a process of the sandbox
+                # removed its FIFOs, so the zygote skipped its token, or the spare ended unready
+                if forked.lost(names=False):
+                    slot.forked = None  # (lost() closed it)
                     self._order(slot)
                 return
         except (OSError, ValueError, zygote.ZygoteError):  # the zygote ended (say, killed by a call)

@@ -17,7 +17,7 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX, the agent's pid
 and start time), then writes `r PID T`; the zygote waits for it as a foreground job and writes
-`x STATUS T` when it has ended. A spare whose command returned with no EXIT trap set writes
+`x STATUS T` when it has ended (or at once, for a token that names no FIFO). A spare whose command returned with no EXIT trap set writes
 `s STATUS PID` itself, then closes its output (TAIL): the agent takes that status once the output
 has ended, without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
@@ -77,7 +77,8 @@ RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
-# A token that names no FIFO makes no spare. The spare's redirections (on the subshell: made in
+# A token that names no FIFO makes no spare, only the zygote's `x 127 T`: with a spare that ended
+# before its ready line, that tells the agent the spare will never run. The spare's redirections (on the subshell: made in
 # the fork, with none of the saving and restoring an `exec` of them costs) open each FIFO
 # read-write first, then its own end onto the same descriptor: the open of one end waits for the
 # other, and the agent that held the others may have been killed since it asked (the zygote dies
@@ -88,7 +89,7 @@ RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
 # process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
 # for its spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || continue; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ printf \"x 127 %s\\n\" \"$__runner_d\"; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
           "( trap - " + TRAPPED + "; set +m; [[ -p /dev/fd/3 && -p /dev/fd/4 ]] || exit 126; "
           'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
@@ -231,6 +232,7 @@ class Zygote:
         self.current: "int | None" = None  # the spare forked and not ended
         self.current_token = b""  # its token, which its status line names
         self.forking: "bytes | None" = None  # the token of the spare being forked
+        self.unready = b""  # a token whose spare the zygote said will never run (Forked.lost)
         self.left: "int | None" = None  # a spare that stopped: the zygote went on without it
         self.ended: dict[int, int] = {}  # statuses the zygote told, of spares that have ended
         self.told: dict[int, int] = {}  # statuses spares told of themselves (TAIL), not yet ended
@@ -303,8 +305,13 @@ class Zygote:
             try:
                 if self.closed or self.forking is None:
                     raise ZygoteError("the zygote was closed")
-                pid = self._await(lambda: self.current if self.current_token == token else None, timeout)
-                if pid is None and timeout > 0:
+                pid = self._await(lambda: self.current if self.current_token == token else
+                                  -1 if self.unready == token else None, timeout)
+                if pid == -1:  # it will never run: the caller gives it up (Forked.lost)
+                    pid = None
+                    if timeout > 0:
+                        raise ZygoteError("the spare ended before it ran")
+                elif pid is None and timeout > 0:
                     raise ZygoteError("the spare did not report ready")
             except ZygoteError:
                 self.forking = None
@@ -399,7 +406,13 @@ class Zygote:
                 if int(pid) == self.current:
                     code = int(status)
                     self.told[self.current] = -(code - 128) if code > 128 else code
-            elif kind == b"x" and self.current is not None:
+            elif kind == b"x" and self.current is None:
+                # `x T` for the spare being forked, which never said it runs: the zygote skipped
+                # its token (its command FIFO was gone) or it ended first (its output FIFO was
+                # gone, or it was killed). Another process's line costs that spare, no more.
+                if rest.partition(b" ")[2] == self.forking:
+                    self.unready = self.forking
+            elif kind == b"x":
                 status, _, token = rest.partition(b" ")
                 if token != self.current_token:
                     return  # another spare's (one a forged token made), or not the zygote's line
@@ -486,20 +499,24 @@ class Forked:
                 os.set_blocking(self.stdout.fd, True)
         return True
 
-    def lost(self) -> bool:
-        """Asked for, not yet running, and its FIFOs' names no longer name the FIFOs it was given
-        (a process of the sandbox removed or replaced them: a command that empties the temp dir
-        while the next spare is asked for ahead): the zygote skips its token, so it would never
-        say it runs. Then it is closed and the zygote may be asked again; else False."""
+    def lost(self, names: bool = True) -> bool:
+        """Asked for, not yet running, and it never will: the zygote said so (an `x` line of its
+        token, read by ready()), or, with names, its FIFOs' names no longer name the FIFOs it was
+        given (a process of the sandbox removed or replaced them: a command that empties the temp
+        dir while the next spare is asked for ahead), which the zygote may not have come to yet.
+        Then it is closed and the zygote may be asked again; else False."""
         if self.pid is not None or self.cmd_fd < 0:
             return False
-        try:
-            ours = all(os.path.samestat(os.lstat(path), os.fstat(fd))
-                       for path, fd in zip(self.fifos, self.fds(), strict=True))
-        except OSError:
-            ours = False
-        if ours:
-            return False
+        if self.zygote.unready != self.token:
+            if not names:
+                return False
+            try:
+                ours = all(os.path.samestat(os.lstat(path), os.fstat(fd))
+                           for path, fd in zip(self.fifos, self.fds(), strict=True))
+            except OSError:
+                ours = False
+            if ours:
+                return False
         with self.zygote.lock:
             if self.zygote.forking == self.token:
                 self.zygote.forking = None

@@ -578,3 +578,40 @@ def test_a_spare_whose_output_fifo_is_gone_when_it_opens_never_says_it_runs(tmp_
     finally:
         os.kill(z.proc.pid, signal.SIGCONT)
         z.close()
+
+
+def test_a_spare_the_zygote_skips_is_told_not_waited_for(tmp_path):
+    """A token whose command FIFO a process of the sandbox removed is skipped by the zygote, which
+    says so (`x 127 T`): the agent gives that spare up at once, where it waited out READY_WITHIN
+    for a ready line that never came (the call's own path) or looked at the FIFOs' names at every
+    wake-up of the zygote's pipe (the lender's). The zygote forks the next as ever."""
+    import select
+
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+
+    def skipped(lend: bool):
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        f = z.order(lend=lend)
+        os.unlink(f.fifos[0])  # PREFIX T.in
+        os.kill(z.proc.pid, signal.SIGCONT)
+        return f
+
+    try:
+        f = skipped(lend=False)
+        with pytest.raises(zygote.ZygoteError, match="ended before it ran"):
+            f.ready(30)
+        f = skipped(lend=True)
+        select.select([z.out], [], [], 30)  # the zygote's line
+        assert f.ready(0) is False and f.lost(names=False), "the zygote's word was not taken"
+        assert not any(os.path.lexists(p) for p in f.fifos)
+        f = z.order()
+        assert f.ready(10) and f.give(b"echo ran")
+        out = b""
+        while chunk := os.read(f.stdout.fd, 4096):
+            out += chunk
+        assert out == b"ran\n" and f.wait(10) == 0
+    finally:
+        os.kill(z.proc.pid, signal.SIGCONT)
+        z.close()
