@@ -17,7 +17,9 @@ The zygote's protocol (its stdin and stdout, pipes to the agent): the agent writ
 T per spare; the spare opens PREFIX T.in (its command) and PREFIX T.out (its stdout and stderr),
 both FIFOs the agent made and opened first (PREFIX: the temp dir, FIFO_PREFIX, the agent's pid
 and start time), then writes `r PID T`; the zygote waits for it as a foreground job and writes
-`x STATUS T` when it has ended (or at once, for a token that names no FIFO). A spare whose command returned with no EXIT trap set writes
+`x STATUS T` when it has ended (or at once, for a token that names no FIFO). When the next
+spare's token already waits in its input (calls back to back), that line goes out with the
+next spare's ready line, in one write: one wake-up of the agent a call, not two. A spare whose command returned with no EXIT trap set writes
 `s STATUS PID` itself, then closes its output (TAIL): the agent takes that status once the output
 has ended, without waiting for the exit. One spare at a time, so a status is that spare's; the token of the next may
 wait in the zygote's input while a spare runs (Zygote.order), and the zygote forks that one as
@@ -70,32 +72,36 @@ LENT_TAIL = TAIL.replace('"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1'
                          '"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/8')
 assert LENT_TAIL != TAIL
 # The call's command (after the byte Forked.give puts before it), with the spare's variables gone.
-RUN = 'eval "unset __runner_cmd __runner_d; SECONDS=0;${{__runner_cmd:1}}"'
+RUN = 'eval "unset __runner_cmd __runner_d __runner_x __runner_e; SECONDS=0;${{__runner_cmd:1}}"'
 # One line (a command's $LINENO counts from the eval). The zygote traps signals with a handler, not
 # ignores them: `kill` of it by a call does nothing, and a fork gets the defaults back (an ignored
 # signal would stay ignored in every call). Job control (set -m) gives each spare its own process
 # group; the spare turns it off again, as `bash -c` has it. The spare is a foreground subshell, not
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
-# A token that names no FIFO makes no spare, only the zygote's `x 127 T`: with a spare that ended
-# before its ready line, that tells the agent the spare will never run. The spare's redirections (on the subshell: made in
-# the fork, with none of the saving and restoring an `exec` of them costs) open each FIFO
-# read-write first, then its own end onto the same descriptor: the open of one end waits for the
-# other, and the agent that held the others may have been killed since it asked (the zygote dies
-# with it, and the spare waited in open(2) for good). `<>` makes a file where the name is gone: a
-# spare that finds either of its ends no FIFO (a process of the sandbox removed it) ends without
-# its ready line, and the agent removes the names. A spare's
-# `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by a
-# process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
-# for its spare's, and a line of the status pipe lost in such a flood costs only that status.
+# A token that names no FIFO makes no spare, only the zygote's `x 127 T`: that, like the `x` of a
+# spare that ended before its ready line, tells the agent the spare will never run. The spare's
+# redirections (on the subshell: made in the fork, with none of the saving and restoring an `exec`
+# of them costs) open each FIFO read-write first, then its own end onto the same descriptor: the
+# open of one end waits for the other, and the agent that held the others may have been killed
+# since it asked (the zygote dies with it, and the spare waited in open(2) for good). `<>` makes a
+# file where the name is gone: a spare that finds either of its ends no FIFO (a process of the
+# sandbox removed it) ends without its ready line, and the agent removes the names. A spare's `x`
+# waits for the next spare's `r` while that one's token waits (`read -t 0`, which reads nothing),
+# and is written on its own if that spare ends by status 126 or more (unready, or killed first: a
+# second copy of a line is dropped), at a skipped token, or at the input's end. A spare's `r` and
+# the zygote's `x` name the spare's token: bytes written into the zygote's input by a process of
+# the sandbox (a flood of them is read 16 at a time) give no status the agent takes for its
+# spare's, and a line of the status pipe lost in such a flood costs only that status.
 SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ printf \"x 127 %s\\n\" \"$__runner_d\"; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ printf \"%sx 127 %s\\n\" \"$__runner_x\" \"$__runner_d\"; __runner_x=; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
           "( trap - " + TRAPPED + "; set +m; [[ -p /dev/fd/3 && -p /dev/fd/4 ]] || exit 126; "
-          'printf "r %s %s\\n" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
+          'printf "%sr %s %s\\n" "$__runner_x" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
           + RUN + '; ' + TAIL + '; elif [[ $__runner_cmd == l* ]]; then ' + RUN + '; ' + LENT_TAIL + '; else ' + RUN
           + '; fi ) 3<>{prefix}"$__runner_d.in" 3<{prefix}"$__runner_d.in" 4<>{prefix}"$__runner_d.out" 4>{prefix}"$__runner_d.out"; '
-          'printf "x %s %s\\n" "$?" "$__runner_d"; exec 8>&-; done')
+          '__runner_e=$?; (( __runner_e < 126 )) || printf %s "$__runner_x"; __runner_x="x $__runner_e $__runner_d"$\'\\n\'; '
+          'read -t 0 || {{ printf %s "$__runner_x"; __runner_x=; }}; exec 8>&-; done; printf %s "$__runner_x"')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
 TOKEN = 16

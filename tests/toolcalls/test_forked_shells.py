@@ -615,3 +615,51 @@ def test_a_spare_the_zygote_skips_is_told_not_waited_for(tmp_path):
     finally:
         os.kill(z.proc.pid, signal.SIGCONT)
         z.close()
+
+
+def test_a_spares_status_comes_with_the_next_spares_ready_line_when_that_one_waits(tmp_path):
+    """Back to back the next spare's token waits in the zygote's input while a spare runs: the
+    zygote then tells the ended spare's status in the next spare's ready line, one write, where
+    it wrote it alone first (two wake-ups of the agent a call). Here the zygote is stopped while
+    the first spare's command ends, so both lines are there by the time anything is."""
+    import select
+
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    try:
+        first = z.order()
+        assert first.ready(10)
+        second = z.order()  # its token waits in the zygote's input
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        assert first.give(b"exit 3")  # exit: no status of its own, the zygote's word
+        while os.read(first.stdout.fd, 4096):
+            pass
+        os.kill(z.proc.pid, signal.SIGCONT)
+        assert select.select([z.out], [], [], 30)[0]
+        got = os.read(z.out, 4096)
+        assert re.fullmatch(rb"x 3 %s\nr \d+ %s\n" % (first.token, second.token), got), got
+    finally:
+        os.kill(z.proc.pid, signal.SIGCONT)
+        z.close()
+
+
+def test_a_status_held_for_the_next_ready_line_is_told_when_that_spare_never_runs(tmp_path):
+    """The status the zygote holds for the next spare's ready line is not lost with a next spare
+    that ends before that line (here its output FIFO is gone): the zygote tells it then."""
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    try:
+        first = z.order()
+        assert first.ready(10)
+        second = z.order()
+        os.unlink(second.fifos[1])  # PREFIX T.out: that spare ends unready
+        assert first.give(b"exit 3")
+        while os.read(first.stdout.fd, 4096):
+            pass
+        assert first.wait(10) == 3
+        with pytest.raises(zygote.ZygoteError):
+            second.ready(1.0)
+    finally:
+        z.close()
