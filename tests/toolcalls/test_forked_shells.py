@@ -458,10 +458,7 @@ def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
         assert f.ready(10)
         os.kill(z.proc.pid, signal.SIGSTOP)
         assert f.give(command)
-        out = b""
-        while chunk := os.read(f.stdout.fd, 4096):
-            out += chunk
-        return out, f
+        return _output(f), f
 
     try:
         out, f = run_stopped(b"echo a; (exit 4)")
@@ -569,12 +566,7 @@ def test_a_spare_whose_output_fifo_is_gone_when_it_opens_never_says_it_runs(tmp_
         with pytest.raises(zygote.ZygoteError):
             f.ready(1.0)
         assert not any(os.path.lexists(p) for p in f.fifos), "the spare's names stayed behind"
-        f = z.order()
-        assert f.ready(10) and f.give(b"echo ran")
-        out = b""
-        while chunk := os.read(f.stdout.fd, 4096):
-            out += chunk
-        assert out == b"ran\n" and f.wait(10) == 0
+        _still_forks(z)
     finally:
         os.kill(z.proc.pid, signal.SIGCONT)
         z.close()
@@ -606,12 +598,7 @@ def test_a_spare_the_zygote_skips_is_told_not_waited_for(tmp_path):
         select.select([z.out], [], [], 30)  # the zygote's line
         assert f.ready(0) is False and f.lost(names=False), "the zygote's word was not taken"
         assert not any(os.path.lexists(p) for p in f.fifos)
-        f = z.order()
-        assert f.ready(10) and f.give(b"echo ran")
-        out = b""
-        while chunk := os.read(f.stdout.fd, 4096):
-            out += chunk
-        assert out == b"ran\n" and f.wait(10) == 0
+        _still_forks(z)
     finally:
         os.kill(z.proc.pid, signal.SIGCONT)
         z.close()
@@ -633,8 +620,7 @@ def test_a_spares_status_comes_with_the_next_spares_ready_line_when_that_one_wai
         second = z.order()  # its token waits in the zygote's input
         os.kill(z.proc.pid, signal.SIGSTOP)
         assert first.give(b"exit 3")  # exit: no status of its own, the zygote's word
-        while os.read(first.stdout.fd, 4096):
-            pass
+        _output(first)
         os.kill(z.proc.pid, signal.SIGCONT)
         assert select.select([z.out], [], [], 30)[0]
         got = os.read(z.out, 4096)
@@ -656,10 +642,24 @@ def test_a_status_held_for_the_next_ready_line_is_told_when_that_spare_never_run
         second = z.order()
         os.unlink(second.fifos[1])  # PREFIX T.out: that spare ends unready
         assert first.give(b"exit 3")
-        while os.read(first.stdout.fd, 4096):
-            pass
+        _output(first)
         assert first.wait(10) == 3
         with pytest.raises(zygote.ZygoteError):
             second.ready(1.0)
     finally:
         z.close()
+
+
+def _output(f) -> bytes:
+    """A spare's output, to its end."""
+    out = b""
+    while chunk := os.read(f.stdout.fd, 4096):
+        out += chunk
+    return out
+
+
+def _still_forks(z) -> None:
+    """The zygote's next spare runs a command as ever."""
+    f = z.order()
+    assert f.ready(10) and f.give(b"echo ran")
+    assert _output(f) == b"ran\n" and f.wait(10) == 0
