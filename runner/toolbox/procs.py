@@ -233,6 +233,8 @@ class _Keeper:
                 return None
             try:
                 spare.forked.ready()
+            except zygote.SpareLost:  # (its FIFOs were gone): this call starts its own shell, the
+                return None           # zygote is well and is asked again after the result
             except zygote.ZygoteError:  # say, at the pids limit: the call starts its own shell
                 self._failed(spare.forked.zygote)
                 return None
@@ -250,6 +252,7 @@ class _Keeper:
             self._drop_zygote()
 
     def _run(self) -> None:
+        global _spare
         with self.cv:
             while True:
                 if not self.due:
@@ -261,6 +264,8 @@ class _Keeper:
                     try:                # reading its input already, and its FIFOs be left in place
                         _spare.forked.ready()
                         self.failures = 0
+                    except zygote.SpareLost:
+                        _spare = None  # (closed): asked for again after the next result
                     except zygote.ZygoteError:
                         self._failed(_spare.forked.zygote)
 

@@ -51,6 +51,7 @@ import time
 from . import fsutil
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
+HELD_READ = "0.005"  # seconds the zygote waits for the rest of a token once some of it is there, a status held
 # What the spare does once its command has returned (not after `exit`, `exec` or a signal, nor
 # for a command that names `trap`: then only the zygote tells the status; Forked.give). With no
 # EXIT trap set (`trap -p EXIT` into the zygote's scratch file, its fd 9, leaves it empty), it
@@ -71,8 +72,11 @@ TAIL = ('if {{ __runner_s=$?; trap -p EXIT >|/proc/$$/fd/9 && [[ ! -s /proc/$$/f
 LENT_TAIL = TAIL.replace('"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/1',
                          '"s %s %s\\n" "$__runner_s" "$BASHPID" >|/proc/$$/fd/8')
 assert LENT_TAIL != TAIL
-# The call's command (after the byte Forked.give puts before it), with the spare's variables gone.
-RUN = 'eval "unset __runner_cmd __runner_d __runner_x __runner_e; SECONDS=0;${{__runner_cmd:1}}"'
+# The call's command (after the byte Forked.give puts before it), with the spare's variables gone
+# and BASH_EXECUTION_STRING the command's, as `bash -c` has it (it held the zygote's script: this
+# agent's FIFO prefix).
+RUN = ('eval "BASH_EXECUTION_STRING=\\${{__runner_cmd:1}}; unset __runner_cmd __runner_d __runner_x __runner_e; '
+       'SECONDS=0;${{__runner_cmd:1}}"')
 # One line (a command's $LINENO counts from the eval). The zygote traps signals with a handler, not
 # ignores them: `kill` of it by a call does nothing, and a fork gets the defaults back (an ignored
 # signal would stay ignored in every call). Job control (set -m) gives each spare its own process
@@ -80,27 +84,44 @@ RUN = 'eval "unset __runner_cmd __runner_d __runner_x __runner_e; SECONDS=0;${{_
 # `&`: that would leave its pid in the next spare's `$!`. A spare that stops makes the zygote say
 # `x 128+N` while it still runs: the agent takes an `x` as a status only for a spare that has ended.
 # A token that names no FIFO makes no spare, only the zygote's `x 127 T`: that, like the `x` of a
-# spare that ended before its ready line, tells the agent the spare will never run. The spare's
-# redirections (on the subshell: made in the fork, with none of the saving and restoring an `exec`
-# of them costs) open each FIFO read-write first, then its own end onto the same descriptor: the
-# open of one end waits for the other, and the agent that held the others may have been killed
+# spare that ended before its ready line, tells the agent the spare will never run (SpareLost). The
+# spare's redirections (on the subshell: made in the fork, with none of the saving and restoring an
+# `exec` of them costs) open each FIFO read-write first, then its own end onto the same descriptor:
+# the open of one end waits for the other, and the agent that held the others may have been killed
 # since it asked (the zygote dies with it, and the spare waited in open(2) for good). `<>` makes a
 # file where the name is gone: a spare that finds either of its ends no FIFO (a process of the
-# sandbox removed it) ends without its ready line, and the agent removes the names. A spare's `x`
-# waits for the next spare's `r` while that one's token waits (`read -t 0`, which reads nothing),
-# and is written on its own if that spare ends by status 126 or more (unready, or killed first: a
-# second copy of a line is dropped), at a skipped token, or at the input's end. A spare's `r` and
-# the zygote's `x` name the spare's token: bytes written into the zygote's input by a process of
-# the sandbox (a flood of them is read 16 at a time) give no status the agent takes for its
-# spare's, and a line of the status pipe lost in such a flood costs only that status.
-SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; while IFS= read -r -N {n} __runner_d; do "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ printf \"%sx 127 %s\\n\" \"$__runner_x\" \"$__runner_d\"; __runner_x=; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
+# sandbox removed it) ends without its ready line, and the agent removes the names; an empty file a
+# spare made after the agent had given it up is removed by _sweep. A spare's `x` waits for the next
+# spare's `r` while that one's token waits (`read -t 0`, which reads nothing), in one write with
+# it, and is written on its own again if that spare ends by status 1 or 126 and more (a failed
+# redirection of the subshell, unready, killed first: a second copy of a line is dropped), at a
+# skipped token, at the input's end, or when no whole token comes within HELD_READ. Left: a zygote
+# that cannot fork (at the pids limit bash retries ~15 s, then exits) loses a status it held; the
+# call that waited for it (one that ended by `exit`, `exec`, a trap or a signal) gets 137. A
+# spare's `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by
+# a process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
+# for its spare's, and a line of the status pipe lost in such a flood costs only that status.
+# The token is read in the loop's head: whole, as it waits (`read -N`); with a status held, within
+# HELD_READ and else the held line goes out first and the rest of the token is waited for (bytes a
+# process of the sandbox wrote into the input, fewer than a token, held the status for the next
+# token, which after a pause comes only once the result that needs that status is out).
+# `printf '\n'` at the start: the first write of bash's stdout split a line holding two (an empty
+# line is nothing to the agent). __runner_e holds a status, or the rest of a token.
+SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; printf '\\n'; while :; do "
+          "if [[ -n $__runner_x ]]; then IFS= read -r -t " + HELD_READ + " -N {n} __runner_d; __runner_e=$?; "
+          "if (( __runner_e > 128 )); then printf %s \"$__runner_x\"; __runner_x=; (( ${{#__runner_d}} < {n} )) && "
+          "{{ IFS= read -r -N $(( {n} - ${{#__runner_d}} )) __runner_e || break; __runner_d+=$__runner_e; }}; "
+          "elif (( __runner_e )); then break; fi; else IFS= read -r -N {n} __runner_d || break; fi; "
+          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ __runner_x+=\"x 127 $__runner_d\"$'\\n'; printf %s \"$__runner_x\"; "
+          "__runner_x=; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
           "( trap - " + TRAPPED + "; set +m; [[ -p /dev/fd/3 && -p /dev/fd/4 ]] || exit 126; "
-          'printf "%sr %s %s\\n" "$__runner_x" "$BASHPID" "$__runner_d"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
+          '__runner_x+="r $BASHPID $__runner_d"$\'\\n\'; printf %s "$__runner_x"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
           'IFS= read -r -d "" -N 1073741823 -u 3 __runner_cmd; exec 3<&-; if [[ $__runner_cmd == t* ]]; then '
           + RUN + '; ' + TAIL + '; elif [[ $__runner_cmd == l* ]]; then ' + RUN + '; ' + LENT_TAIL + '; else ' + RUN
           + '; fi ) 3<>{prefix}"$__runner_d.in" 3<{prefix}"$__runner_d.in" 4<>{prefix}"$__runner_d.out" 4>{prefix}"$__runner_d.out"; '
-          '__runner_e=$?; (( __runner_e < 126 )) || printf %s "$__runner_x"; __runner_x="x $__runner_e $__runner_d"$\'\\n\'; '
+          # the held line again unless the spare surely wrote it: 1 is also a failed redirection of the subshell
+          '__runner_e=$?; (( __runner_e == 0 || (__runner_e > 1 && __runner_e < 126) )) || printf %s "$__runner_x"; '
+          '__runner_x="x $__runner_e $__runner_d"$\'\\n\'; '
           'read -t 0 || {{ printf %s "$__runner_x"; __runner_x=; }}; exec 8>&-; done; printf %s "$__runner_x"')
 # The agent writes each spare's token, TOKEN hex digits and no newline: `read -N` takes it in one
 # read(2), where a line is read a byte at a time from a pipe (41 reads a call for a whole path).
@@ -117,6 +138,11 @@ class ZygoteError(Exception):
     """The zygote is gone or does not answer: start the call's shell directly."""
 
 
+class SpareLost(ZygoteError):
+    """The zygote said the spare asked for will never run (its FIFOs were gone, or it ended
+    before its ready line): ask for another; the zygote itself is well."""
+
+
 def _dies_with_its_parent():
     """For the zygote's fork, before it runs bash: SIGKILL when the thread that made it (the
     agent's keeper) ends. An agent killed without its shutdown would leave the zygote behind,
@@ -130,10 +156,12 @@ def _dies_with_its_parent():
     return lambda: prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
-def _sweep(tmp: str) -> None:
+def _sweep(tmp: str, mine: str = "") -> None:
     """Remove the FIFOs of agents that have ended (a name with the pid of no process, or with a
     start time that is not the live process's by that pid: the kernel gave it to another): one
-    killed while a spare was forked had no time to. Only FIFOs of that name, never followed; a
+    killed while a spare was forked had no time to. Also empty plain files of such a name, and of
+    mine (this agent's prefix, as a zygote of it closes): a spare given up as it opened its FIFOs
+    made them (`<>` creates the name it finds gone; ours are only ever FIFOs). Never followed; a
     name of another user's stays (the temp dir is sticky), and so does one whose process cannot be
     told gone (a pid of another user's, a name without a start time whose pid lives)."""
     try:
@@ -147,11 +175,14 @@ def _sweep(tmp: str) -> None:
         if not pid.isdigit() or (dot and not start.isdigit()):
             continue
         try:
-            if not stat.S_ISFIFO(entry.stat(follow_symlinks=False).st_mode):
-                continue
+            st = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        if _gone(int(pid)) or (dot and _start(int(pid)) not in (None, start.encode())):
+        made = stat.S_ISREG(st.st_mode) and st.st_size == 0
+        if not (made or stat.S_ISFIFO(st.st_mode)):
+            continue
+        if ((made and mine and entry.name.startswith(mine)) or _gone(int(pid))
+                or (dot and _start(int(pid)) not in (None, start.encode()))):
             try:
                 os.unlink(entry.path)
             except OSError:
@@ -245,12 +276,12 @@ class Zygote:
         self.taken_told: "int | None" = None  # the spare whose own word was taken: its `x` is not kept
         self.closed = False
         tmp = fsutil.tempdir()
-        _sweep(tmp)
         # the FIFOs' names: this prefix, then a spare's token. The name holds the agent's pid and
         # start time: an agent killed while a spare was forked (say, from a stopped zygote) leaves
         # its two, and the next zygote's _sweep removes them, even once its pid is another's.
         me, start = os.getpid(), _start(os.getpid())
         self.prefix = os.path.join(tmp, f"{FIFO_PREFIX}{me}{'.' + start.decode() if start else ''}-")
+        _sweep(tmp, mine=os.path.basename(self.prefix))
         # the spares' scratch file (TAIL), no name: each opens it again as /proc/ZYGOTE/fd/N
         t = fsutil.unnamed_file(tmp)  # moved to fd 9 (TAIL's, and clear of the spare's 3 and 4)
         try:
@@ -316,7 +347,7 @@ class Zygote:
                 if pid == -1:  # it will never run: the caller gives it up (Forked.lost)
                     pid = None
                     if timeout > 0:
-                        raise ZygoteError("the spare ended before it ran")
+                        raise SpareLost("the spare ended before it ran")
                 elif pid is None and timeout > 0:
                     raise ZygoteError("the spare did not report ready")
             except ZygoteError:
@@ -453,6 +484,7 @@ class Zygote:
             except subprocess.TimeoutExpired:
                 pass
         self.proc.stdout.close()
+        _sweep(os.path.dirname(self.prefix), mine=os.path.basename(self.prefix))
 
 
 def framed(command: bytes, lent: bool = False) -> bytes:

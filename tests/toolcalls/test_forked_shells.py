@@ -55,6 +55,13 @@ def test_a_forked_shell_starts_as_its_own_bash_c_does(call):
     assert re.sub(r"sid \d+", "", forked.removesuffix("forked\n")) == re.sub(r"sid \d+", "", own)
 
 
+def test_a_forked_shells_execution_string_is_its_command(call):
+    """As `bash -c COMMAND` has it: it held the zygote's script (the agent's FIFO prefix with its
+    pid and start time), a review found."""
+    command = f'{ZYGOTE}; printf "%s" "$BASH_EXECUTION_STRING"'
+    assert forked(call, command).text == command
+
+
 def test_dollar_dollar_is_the_calls_own_pid(call):
     for command in ('echo "$$ $BASHPID"', 'echo "${$} $BASHPID"'):
         mine, shell = text(call, command).split()
@@ -408,7 +415,9 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     """What an agent killed while forking left (its two FIFOs, named with its pid and start time)
     the next zygote removes, even while the agent is a zombie (that failed first) and when its pid
     now names another process (a start time that is not that process's: that failed first too);
-    the FIFOs of a live agent, a file of that name, and a link to a FIFO stay."""
+    so it does an empty file of such a name (a spare given up as it opened its FIFOs makes one,
+    `<>`), and one of this agent's own as its zygote closes. The FIFOs of a live agent, a file
+    that holds something, and a link to a FIFO stay."""
     from executors.docker.labels import process_start_time
     from runner.toolbox import zygote
 
@@ -423,11 +432,14 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     names = {"dead": f"runner-agent-{dead}-ab.in", "dead2": f"runner-agent-{dead}-ab.out",
              "zombie": f"runner-agent-{zombie.pid}-ab.in", "reused": f"runner-agent-{me}.{start - 1}-ab.in",
              "live": f"runner-agent-{me}.{start}-ab.in", "bare": f"runner-agent-{me}-ab.in",
-             "file": f"runner-agent-{dead}-cd.in",
+             "file": f"runner-agent-{dead}-cd.in", "made": f"runner-agent-{dead}-gh.out",
+             "made_mine": f"runner-agent-{me}.{start}-ij.in",
              "link": f"runner-agent-{dead}-ef.out", "other": "runner-agentx-1-ab.in"}
     for key, name in names.items():
         path = tmp_path / name
         if key == "file":
+            path.write_text("x")
+        elif key.startswith("made"):
             path.write_text("")
         elif key == "link":
             os.mkfifo(tmp_path / "target")
@@ -436,10 +448,15 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
             os.mkfifo(path)
     try:
         zygote._sweep(str(tmp_path))
+        left = {p.name for p in tmp_path.iterdir()}
+        assert not {names["dead"], names["dead2"], names["zombie"], names["reused"], names["made"]} & left
+        assert {names["live"], names["bare"], names["file"], names["link"], names["other"], "target",
+                names["made_mine"]} <= left
+        zygote._sweep(str(tmp_path), mine=f"runner-agent-{me}.{start}-")  # as this agent's zygote closes
     finally:
         zombie.wait()
     left = {p.name for p in tmp_path.iterdir()}
-    assert not {names["dead"], names["dead2"], names["zombie"], names["reused"]} & left
+    assert names["made_mine"] not in left
     assert {names["live"], names["bare"], names["file"], names["link"], names["other"], "target"} <= left
 
 
@@ -563,8 +580,8 @@ def test_a_spare_whose_output_fifo_is_gone_when_it_opens_never_says_it_runs(tmp_
         f = z.order()
         os.unlink(f.fifos[1])  # PREFIX T.out
         os.kill(z.proc.pid, signal.SIGCONT)
-        with pytest.raises(zygote.ZygoteError):
-            f.ready(1.0)
+        with pytest.raises(zygote.SpareLost, match="ended before it ran"):
+            f.ready(30)
         assert not any(os.path.lexists(p) for p in f.fifos), "the spare's names stayed behind"
         _still_forks(z)
     finally:
@@ -592,7 +609,7 @@ def test_a_spare_the_zygote_skips_is_told_not_waited_for(tmp_path):
 
     try:
         f = skipped(lend=False)
-        with pytest.raises(zygote.ZygoteError, match="ended before it ran"):
+        with pytest.raises(zygote.SpareLost, match="ended before it ran"):
             f.ready(30)
         f = skipped(lend=True)
         select.select([z.out], [], [], 30)  # the zygote's line
@@ -644,8 +661,8 @@ def test_a_status_held_for_the_next_ready_line_is_told_when_that_spare_never_run
         assert first.give(b"exit 3")
         _output(first)
         assert first.wait(10) == 3
-        with pytest.raises(zygote.ZygoteError):
-            second.ready(1.0)
+        with pytest.raises(zygote.SpareLost, match="ended before it ran"):
+            second.ready(30)
     finally:
         z.close()
 
@@ -663,3 +680,79 @@ def _still_forks(z) -> None:
     f = z.order()
     assert f.ready(10) and f.give(b"echo ran")
     assert _output(f) == b"ran\n" and f.wait(10) == 0
+
+
+@pytest.mark.parametrize("how", ["redirection", "garbage", "end"])
+def test_a_held_status_is_told_however_the_zygote_goes_on(tmp_path, how):
+    """A status held for the next spare's ready line is told all the same when that spare's
+    redirections fail (status 1, as an ordinary command's: a directory where its output FIFO
+    was), when fewer bytes than a token wait in the zygote's input (a process of the sandbox
+    wrote them: the held line waited for a token that, calls not back to back, comes only after
+    the result that needs this status), and at the input's end. Each lost it first."""
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    made = ""
+    try:
+        first = z.order()
+        assert first.ready(10)
+        if how == "redirection":
+            second = z.order()
+            os.unlink(second.fifos[1])
+            os.mkdir(made := second.fifos[1])
+        elif how == "garbage":
+            os.write(z.inp, b"B")  # as a process of the sandbox can, through /proc/ZYGOTE/fd/0
+        else:
+            z.proc.stdin.close()
+        assert first.give(b"exit 3")
+        _output(first)
+        assert first.wait(10) == 3
+    finally:
+        if made:
+            os.rmdir(made)
+        z.close()
+
+
+def test_a_spare_lost_costs_its_call_the_fork_not_the_zygote(ahead):
+    """A spare the zygote says will never run (its command FIFO removed; a forged line says the
+    same) makes the call that takes it start its own shell; the zygote stays, with no failure
+    counted (it was dropped and counted as failed: three such and a session's calls had no
+    zygote). Here the zygote is stopped while the next spare is asked for, and that spare's FIFO
+    removed before it goes on."""
+    keeper, ctx, sent = ahead
+    try:
+        procs.prepare(ctx)
+        assert spare_runs(keeper)
+        assert procs.bash(ctx, {"command": "true"}, "c1")["meta"]["exit_code"] == 0
+        procs.prepare(ctx)
+        assert spare_runs(keeper)
+        z = keeper.zygote
+        os.kill(z.proc.pid, signal.SIGSTOP)
+        try:
+            assert procs.bash(ctx, {"command": "(exit 5)"}, "c2")["meta"]["exit_code"] == 5  # its own status line
+            procs.prepare(ctx)
+            lost = procs._spare.forked
+            assert lost.pid is None, "the next spare ran with its zygote stopped"
+            os.unlink(lost.fifos[0])  # PREFIX T.in
+        finally:
+            os.kill(z.proc.pid, signal.SIGCONT)
+        res = procs.bash(ctx, {"command": "echo $BASH_SUBSHELL"}, "c3")
+        assert res["meta"]["exit_code"] == 0 and sent[-1]["data"] == "0\n", (res, sent[-1])  # its own bash -c
+        assert keeper.zygote is z and z.alive() and keeper.failures == 0
+    finally:
+        procs.shutdown()
+
+
+def test_a_closing_zygote_removes_the_empty_files_its_given_up_spares_made(tmp_path):
+    """A spare the agent gave up (its names removed) just as it opened its FIFOs made empty files
+    of those names (`<>` creates them): nothing removed them (hundreds from a loop of spares asked
+    for and closed at once, a review found). The agent's zygotes remove such files of its own as
+    they close, and ones of agents that ended as they start."""
+    from runner.toolbox import zygote
+
+    z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
+    made = [z.prefix + "0123456789abcdef.in", z.prefix + "0123456789abcdef.out"]
+    for path in made:
+        open(path, "x").close()
+    z.close()
+    assert not any(os.path.lexists(p) for p in made)
