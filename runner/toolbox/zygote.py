@@ -51,7 +51,6 @@ import time
 from . import fsutil
 
 TRAPPED = "TERM INT HUP QUIT USR1 USR2"
-HELD_READ = "0.005"  # seconds the zygote waits for the rest of a token once some of it is there, a status held
 # What the spare does once its command has returned (not after `exit`, `exec` or a signal, nor
 # for a command that names `trap`: then only the zygote tells the status; Forked.give). With no
 # EXIT trap set (`trap -p EXIT` into the zygote's scratch file, its fd 9, leaves it empty), it
@@ -92,27 +91,21 @@ RUN = ('eval "BASH_EXECUTION_STRING=\\${{__runner_cmd:1}}; unset __runner_cmd __
 # file where the name is gone: a spare that finds either of its ends no FIFO (a process of the
 # sandbox removed it) ends without its ready line, and the agent removes the names; an empty file a
 # spare made after the agent had given it up is removed by _sweep. A spare's `x` waits for the next
-# spare's `r` while that one's token waits (`read -t 0`, which reads nothing), in one write with
-# it, and is written on its own again if that spare ends by status 1 or 126 and more (a failed
-# redirection of the subshell, unready, killed first: a second copy of a line is dropped), at a
-# skipped token, at the input's end, or when no whole token comes within HELD_READ. Left: a zygote
-# that cannot fork (at the pids limit bash retries ~15 s, then exits) loses a status it held; the
-# call that waited for it (one that ended by `exit`, `exec`, a trap or a signal) gets 137. A
-# spare's `r` and the zygote's `x` name the spare's token: bytes written into the zygote's input by
-# a process of the sandbox (a flood of them is read 16 at a time) give no status the agent takes
-# for its spare's, and a line of the status pipe lost in such a flood costs only that status.
-# The token is read in the loop's head: whole, as it waits (`read -N`); with a status held, within
-# HELD_READ and else the held line goes out first and the rest of the token is waited for (bytes a
-# process of the sandbox wrote into the input, fewer than a token, held the status for the next
-# token, which after a pause comes only once the result that needs that status is out).
-# `printf '\n'` at the start: the first write of bash's stdout split a line holding two (an empty
-# line is nothing to the agent). __runner_e holds a status, or the rest of a token.
-SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; printf '\\n'; while :; do "
-          "if [[ -n $__runner_x ]]; then IFS= read -r -t " + HELD_READ + " -N {n} __runner_d; __runner_e=$?; "
-          "if (( __runner_e > 128 )); then printf %s \"$__runner_x\"; __runner_x=; (( ${{#__runner_d}} < {n} )) && "
-          "{{ IFS= read -r -N $(( {n} - ${{#__runner_d}} )) __runner_e || break; __runner_d+=$__runner_e; }}; "
-          "elif (( __runner_e )); then break; fi; else IFS= read -r -N {n} __runner_d || break; fi; "
-          "[[ -p {prefix}\"$__runner_d.in\" ]] || {{ __runner_x+=\"x 127 $__runner_d\"$'\\n'; printf %s \"$__runner_x\"; "
+# spare's `r` while that one's token waits (`read -t 0`, which reads nothing), in one write with it
+# (`printf '\n'` at the start: the first write of bash's stdout split a line holding two; an empty
+# line is nothing to the agent), and is written on its own again if that spare ends by status 1 or
+# 126 and more (a failed redirection of the subshell, unready, killed first: a second copy of a
+# line is dropped), at a skipped token, or at the input's end. Left, both a call's own exit code
+# lost, 137: a zygote that cannot fork (at the pids limit bash retries ~15 s, then exits) loses a
+# status it held, and bytes a process of the sandbox writes into the zygote's input, fewer than a
+# token, hold the status of a call that ended by `exit`, `exec`, a trap or a signal until the next
+# token, which after a pause comes only after that call's result (a read with a timeout, which
+# would tell it, costs bash a sigprocmask pair per byte, ~30 us a call). A spare's `r` and the
+# zygote's `x` name the spare's token: bytes written into the zygote's input by a process of the
+# sandbox (a flood of them is read 16 at a time) give no status the agent takes for its spare's,
+# and a line of the status pipe lost in such a flood costs only that status.
+SCRIPT = ("{move}trap -p EXIT >/dev/null; set -m; trap : " + TRAPPED + "; printf '\\n'; "
+          "while IFS= read -r -N {n} __runner_d; do [[ -p {prefix}\"$__runner_d.in\" ]] || {{ __runner_x+=\"x 127 $__runner_d\"$'\\n'; printf %s \"$__runner_x\"; "
           "__runner_x=; continue; }}; [[ -p {prefix}\"$__runner_d.st\" ]] && exec 8<>{prefix}\"$__runner_d.st\"; "
           "( trap - " + TRAPPED + "; set +m; [[ -p /dev/fd/3 && -p /dev/fd/4 ]] || exit 126; "
           '__runner_x+="r $BASHPID $__runner_d"$\'\\n\'; printf %s "$__runner_x"; exec </dev/null >&4 2>&4 4>&- 8>&- 9>&-; '
