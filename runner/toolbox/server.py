@@ -265,8 +265,26 @@ def handle_call(ctx: Ctx, msg: dict) -> dict:
                 "content": f"internal error in {tool}: {type(e).__name__}: {e}"}
 
 
+def _let_go_of_ignored_signals() -> None:
+    """Signals ignored where the agent was started stay ignored in every program it starts: a
+    controller run as a job of a script ignores SIGINT and SIGQUIT, under nohup SIGHUP, and each
+    call's shell (the local executor's) started with them, as a `bash -c` from a clean parent does
+    not. Python's own (SIGPIPE, SIGXFSZ) its subprocess restores."""
+    import signal
+
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ):
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+
+
 def main(inp=None, out_fd: int | None = None) -> None:
     """Serve one controller on this process's stdin/stdout (or the given channel)."""
+    _let_go_of_ignored_signals()
     if inp is None or out_fd is None:
         inp, out_fd = claim_stdio()
     channel = Wire(inp, out_fd)

@@ -752,3 +752,30 @@ def test_a_closing_zygote_removes_the_empty_files_its_given_up_spares_made(tmp_p
         open(path, "x").close()
     z.close()
     assert not any(os.path.lexists(p) for p in made)
+
+
+def test_signals_ignored_where_the_controller_runs_are_not_a_calls(tmp_path):
+    """A controller started as a job of a script (SIGINT and SIGQUIT ignored) or under nohup
+    (SIGHUP) passed those to every call of the local executor: its shell listed them in `trap -p`
+    and ignored them, as a `bash -c` from a clean parent does not (a CI run started in the
+    background failed two tests here). Forked or its own, a call starts as it does from a clean
+    parent."""
+    from runner import Runner
+
+    def calls():
+        with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
+            got = []
+            for command in ("trap -p; grep SigIgn /proc/$BASHPID/status", "trap -p; grep SigIgn /proc/$BASHPID/status; : $$"):
+                r.call("bash", {"command": "true"})
+                time.sleep(0.3)  # the next call's shell is forked by now
+                got.append(r.call("bash", {"command": command}).text)
+            return got
+
+    clean = calls()
+    assert all(not text.startswith("trap") for text in clean), clean
+    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)}
+    try:
+        assert calls() == clean
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
