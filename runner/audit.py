@@ -38,6 +38,7 @@ ERROR_TYPES = tuple(str(t) for t in ErrorType)  # the contract of runner.errors
 STATUSES = ("ok", "error")
 _SHRINK_STR = 4096  # longest string kept from an argument before redaction (the preview is 200)
 _SHRINK_ITEMS = 64
+_PREVIEW_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # made once, not at each json.dumps
 
 
 def default_path(environ: dict[str, str] | None = None) -> Path:
@@ -102,7 +103,7 @@ class AuditLog:
     def preview(self, args: Any) -> str:
         small = self.redactor.redact_obj(_shrink(args))
         try:
-            text = json.dumps(small, ensure_ascii=False, separators=(",", ":"))
+            text = _PREVIEW_JSON.encode(small)
         except (TypeError, ValueError):
             text = str(small)
         return _cut(text)

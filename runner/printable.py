@@ -21,6 +21,7 @@ _ONE_LINE = re.compile(f"[\x00-\x1f{_BEYOND_C0}]")
 _LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_BEYOND_C0}]")  # \t and \n kept
 _JSON_RAW = re.compile(f"[{_BEYOND_C0}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ONE_LINE_JSON = json.JSONEncoder(ensure_ascii=False, default=str)  # json_text's without indent, made once
 
 
 def _escape(m: re.Match) -> str:
@@ -36,5 +37,6 @@ def printable(text: Any, *, newlines: bool = False) -> str:
 def json_text(obj: Any, indent: int | None = None) -> str:
     """json.dumps (UTF-8 kept) with the characters JSON leaves raw but terminals and line
     splitters act on written as \\u escapes: still the same JSON value, one line without indent."""
-    text = json.dumps(obj, ensure_ascii=False, indent=indent, default=str)
+    text = (_ONE_LINE_JSON.encode(obj) if indent is None
+            else json.dumps(obj, ensure_ascii=False, indent=indent, default=str))
     return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

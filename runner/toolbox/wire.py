@@ -89,9 +89,12 @@ def direction_key(key: bytes, direction: bytes) -> bytes:
     return hmac_sha256(key, direction)
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False)  # json.dumps(msg, ensure_ascii=False), less the encoder it makes a call
+
+
 def encode(msg: dict) -> bytes:
     """A message's body on the wire (before its MAC)."""
-    return json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace")
+    return _ENCODER.encode(msg).encode("utf-8", "replace")
 
 
 class _Chain:
