@@ -28,6 +28,25 @@ def _wrap(owner, name: str, label: str, now: list) -> tuple:
     return owner, name, original
 
 
+def _wrap_spare_wait(sandbox_cls, label: str, now: list) -> tuple:
+    """The same for Sandbox._next only where a call waits for the agent's next spare (spare=True):
+    back to back, a call that finds none held waits for the sandbox to fork and lend one."""
+    original = sandbox_cls._next
+
+    def timer(self, deadline, spare=False):
+        if not spare:
+            return original(self, deadline, spare)
+        t = time.perf_counter_ns()
+        try:
+            return original(self, deadline, spare)
+        finally:
+            if now[0] is not None:
+                now[0][label] = now[0].get(label, 0) + time.perf_counter_ns() - t
+
+    sandbox_cls._next = timer
+    return sandbox_cls, "_next", original
+
+
 def _calls(r, n: int, gap: float, now: list) -> list[dict]:
     for _ in range(30):
         r.call("bash", {"command": "echo hi"})
@@ -44,6 +63,9 @@ def _calls(r, n: int, gap: float, now: list) -> list[dict]:
     return out
 
 
+WAIT = "  of which waiting for the agent's next spare"  # (inside "sandbox call", outside the lent shell's)
+
+
 def steps_section(n: int):
     from runner import Runner, guards, lent, sandbox
     from runner.audit import AuditLog
@@ -54,6 +76,7 @@ def steps_section(n: int):
     guards.STEPS = tuple(getattr(guards, s.__name__) for s in steps_before)
     made += [_wrap(sandbox.Sandbox, "call", "sandbox call (to the result)", now),
              _wrap(lent, "run", "  of which the lent shell's (command in, output and status out)", now),
+             _wrap_spare_wait(sandbox.Sandbox, WAIT, now),
              _wrap(Runner, "_guards", "guards' context", now),
              _wrap(Runner, "_compose", "composing the result", now),
              _wrap(AuditLog, "record_result", "audit record", now)]
@@ -73,10 +96,19 @@ def steps_section(n: int):
     def rest(c: dict) -> int:  # the controller's own work that no step above holds
         return c["whole call"] - sum(v for k, v in c.items() if k != "whole call" and not k.startswith("  "))
 
-    first = ["whole call", "sandbox call (to the result)", "  of which the lent shell's (command in, output and status out)"]
+    first = ["whole call", "sandbox call (to the result)", "  of which the lent shell's (command in, output and status out)",
+             WAIT]
     labels = first + sorted({k for c in b2b for k in c} - set(first), key=lambda k: -med(paced, k))
     notes = [f"{k}: {med(b2b, k):.0f} us back to back ({len(b2b)} calls), {med(paced, k):.0f} us 50 ms apart "
              f"({len(paced)})" for k in labels]
+
+    def waited(calls: list[dict]) -> str:
+        waits = [c[WAIT] / 1000 for c in calls if c.get(WAIT)]
+        return f"{len(waits) * 100 / len(calls):.0f}% (median wait {statistics.median(waits) if waits else 0:.0f} us)"
+
+    notes.append(f"calls that found no spare held and waited for the agent's next: {waited(b2b)} back to back, "
+                 f"{waited(paced)} 50 ms apart. Back to back a call waits while the sandbox forks and lends the "
+                 "next spare: there the sandbox's CPU per call, not the controller's, sets the pace")
     notes.append(f"the rest of the controller (redaction, meta, the lock, the route): "
                  f"{statistics.median(map(rest, b2b)) / 1000:.0f} us back to back, "
                  f"{statistics.median(map(rest, paced)) / 1000:.0f} us 50 ms apart")
