@@ -47,7 +47,10 @@ def trace(rounds: int) -> tuple[str, dict]:
     with Runner(executor="docker", workspace=tempfile.mkdtemp(prefix="runner-bench-hops-"), preset="all") as r:
         for _ in range(300):
             r.call("bash", {"command": "echo hi"})
-        top = r.session.acquire().proc.container.top(ps_args="-o pid,ppid,args")
+        from executors.docker.engine import shared_client
+
+        cid = r.session.acquire().proc.container.id
+        top = shared_client().api.top(cid, ps_args="-o pid,ppid,args")
         procs = [dict(zip(top["Titles"], p, strict=True)) for p in top["Processes"]]
         python = {p["PID"] for p in procs if p["COMMAND"].startswith("python")}
         zygote = next(p for p in procs if p["COMMAND"].startswith("/usr/bin/bash") and p["PPID"] in python)

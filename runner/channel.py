@@ -116,10 +116,10 @@ def usable(engine: str, runtime: str | None, info=None) -> bool:
         known = _engines.get(engine)
     if known is None:
         if info is None:
-            try:
-                from executors.docker.engine import shared_client
+            try:  # over wire.py: a unix socket, and no docker-py on a sandbox's path
+                from executors.docker.wire import Engine, socket_path
 
-                info = shared_client(engine or None).info()
+                info = Engine(socket_path(engine or None), engine or None).json("GET", "/info")
             except Exception:
                 return False
         uname = os.uname()

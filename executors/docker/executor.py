@@ -20,7 +20,7 @@ from ..models import ExecRequest
 from . import labels as L
 from .config import SandboxConfig, create_kwargs
 from .engine import connect, require_image, shared_client
-from .process import PID_WRAPPER, ContainerProcess, ExecProcess
+from .process import PID_WRAPPER, ContainerProcess, EngineContainerProcess, ExecProcess
 
 KEEPALIVE = ["/bin/sh", "-c", "while :; do sleep 3600; done"]
 
@@ -46,6 +46,13 @@ def _remove_owed_on(client, engine: str) -> None:
         if DockerExecutor._remove_all(client, instance):
             with _owed_lock:
                 _owed.get(engine, set()).discard(instance)
+
+
+def _remove_quietly(engine, cid: str) -> None:
+    try:
+        engine.json("DELETE", f"/containers/{cid}?force=1")
+    except Exception:
+        pass
 
 
 def remove_owed() -> None:
@@ -75,8 +82,20 @@ class DockerExecutor(Executor):
         self.base_url = base_url
         self.instance = uuid.uuid4().hex[:12]  # labels this executor's own containers
         self._client = client
+        self._given_client = client is not None
+        self._wire = None  # wire.Engine of a local engine, made at the first per-call container (False: none)
         self.container = None
         self._lock = threading.Lock()
+
+    def wire_engine(self):
+        """The engine over wire.py (standard library) when it is this machine's unix socket and no
+        docker-py client was handed in; None where docker-py speaks to it (tcp://, ssh://)."""
+        if self._wire is None:
+            from .wire import Engine, socket_path
+
+            path = None if self._given_client else socket_path(self.base_url)
+            self._wire = False if path is None else Engine(path, self.base_url)
+        return self._wire or None
 
     @property
     def client(self):
@@ -91,9 +110,13 @@ class DockerExecutor(Executor):
 
     def start(self) -> None:
         """Reach the engine; a per-session executor also makes its container. Whether the image
-        is there is asked only when a create fails (one round trip less on every start)."""
+        is there is asked only when a create fails (one round trip less on every start). A
+        per-call executor on a local engine speaks wire.py: its first create reaches the engine."""
         with self._lock:
-            self._remove_owed()  # also connects (once per process and engine address)
+            if self.config.lifecycle == "per-call" and self.wire_engine() is not None:
+                self._remove_owed(only_if_owed=True)
+            else:
+                self._remove_owed()  # also connects (once per process and engine address)
             if self.config.lifecycle == "per-session" and self.container is None:
                 self.container = self._create(KEEPALIVE, role="session")
                 self.container.start()
@@ -111,13 +134,17 @@ class DockerExecutor(Executor):
                 c.remove(force=True)
             except Exception as e:
                 removed = _gone_or_going(e)
-        if self._client is not None:
+        if self._wire:  # (its label sweep finds the SDK's containers of this instance too)
+            from .oneshot import remove_instance
+
+            removed = remove_instance(self._wire, self.instance) and removed
+        elif self._client is not None:
             removed = self._remove_all(self._client, self.instance) and removed
         if not removed:
             with _owed_lock:
                 _owed.setdefault(self.engine, set()).add(self.instance)
-        elif self._client is not None:
-            self._remove_owed()
+        elif self._client is not None or self._wire:
+            self._remove_owed(only_if_owed=True)
 
     @staticmethod
     def _remove_all(client, instance: str) -> bool:
@@ -135,27 +162,41 @@ class DockerExecutor(Executor):
             return False
         return True
 
-    def _remove_owed(self) -> None:
+    def _remove_owed(self, only_if_owed: bool = False) -> None:
+        """Remove what this process owes this executor's engine (_owed). only_if_owed: reach the
+        engine (docker-py) only when something is owed there."""
+        if only_if_owed:
+            with _owed_lock:
+                if not _owed.get(self.engine):
+                    return
         _remove_owed_on(self.client, self.engine)
 
-    def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None,
-                own_init: bool = False):
+    def _create_args(self, role: str, workdir: str | None = None, env=None, user=None,
+                     own_init: bool = False) -> tuple[dict, dict]:
+        """(container, host_config) arguments of one container (hardening.create_kwargs), for
+        docker-py's create_container or wire.create_body alike."""
         cfg = self.config
         labels = L.make_labels(cfg.session, cfg.ttl, role=role, extra={**cfg.labels, L.EXECUTOR: self.instance})
         kw, host = create_kwargs(cfg, labels)
         if own_init:
             host["init"] = False
-        # use_config_proxy: docker-py would add the proxies of the user's ~/.docker/config.json to
-        # the environment, which holds only what the sandbox is given (wire.create_body adds none).
-        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host), use_config_proxy=False)
-        if stdin:
-            kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
         if workdir:
             kw["working_dir"] = workdir
         if env:
             kw["environment"] = {**kw["environment"], **env}
         if user:
             kw["user"] = user
+        return kw, host
+
+    def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None,
+                own_init: bool = False):
+        cfg = self.config
+        kw, host = self._create_args(role, workdir, env, user, own_init)
+        # use_config_proxy: docker-py would add the proxies of the user's ~/.docker/config.json to
+        # the environment, which holds only what the sandbox is given (wire.create_body adds none).
+        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host), use_config_proxy=False)
+        if stdin:
+            kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
         import docker.errors
 
         try:
@@ -210,6 +251,9 @@ class DockerExecutor(Executor):
         return ExecProcess(self.client, self.container.id, ex["Id"], sock, user, started)
 
     def _spawn_container(self, req: ExecRequest) -> Process:
+        engine = self.wire_engine()
+        if engine is not None:
+            return self._spawn_container_wire(engine, req)
         import docker.errors
 
         started = time.time()
@@ -236,3 +280,41 @@ class DockerExecutor(Executor):
             except Exception:
                 pass  # stop() sweeps this executor's label, or owes it to the engine
             raise
+
+    def _spawn_container_wire(self, engine, req: ExecRequest) -> Process:
+        """_spawn_container over wire.py: create (attached, stdin open), attach, start; the same
+        container (create_body of the same arguments) and the same failures."""
+        from .engine import image_missing
+        from .wire import EngineRefused, create_body
+
+        started = time.time()
+        kw, host = self._create_args("call", self._cwd(req.cwd), req.env, req.user, req.own_init)
+        try:
+            cid = engine.json("POST", "/containers/create", create_body(kw, host, req.argv, stdin_open=True))["Id"]
+        except EngineRefused as e:
+            if e.status == 404 and "image" in e.message.lower():
+                raise image_missing(self.config.image) from None
+            raise
+        try:
+            sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
+        except BaseException:
+            _remove_quietly(engine, cid)  # (stop() sweeps this executor's label, or owes it to the engine)
+            raise
+        try:
+            engine.json("POST", f"/containers/{cid}/start")
+        except EngineRefused as e:
+            # The engine refuses to start a container whose user it cannot find (its message
+            # is not always there): tell that apart from an engine failure by looking.
+            sock.close()
+            _remove_quietly(engine, cid)
+            failure = self.diagnose_start(req) if req.user else None
+            if failure is None and "unable to find user" in e.message:
+                failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
+            if failure is None:
+                raise
+            return FailedProcess(failure)
+        except BaseException:
+            sock.close()
+            _remove_quietly(engine, cid)
+            raise
+        return EngineContainerProcess(engine, cid, sock, early, started)

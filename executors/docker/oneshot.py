@@ -88,7 +88,7 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
         code = _wait(engine, cid)
         if timed_out:
             return Outcome(code, timed_out=True)
-        return Outcome(code, oom_killed=code == OOM_EXIT and _oom_killed(engine, cid, started))
+        return Outcome(code, oom_killed=code == OOM_EXIT and oom_killed_since(engine, cid, started))
     except EngineUnavailable:
         raise SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox with it") from None
 
@@ -158,9 +158,10 @@ def _wait(engine: Engine, cid: str) -> int:
         raise
 
 
-def _oom_killed(engine: Engine, cid: str, since: float) -> bool:
+def oom_killed_since(engine: Engine, cid: str, since: float) -> bool:
     """Did the memory limit kill something in the container? The engine's OOMKilled flag, else an
-    oom event since the start (the executor's ContainerProcess.oom_killed asks the same)."""
+    oom event since the start (the executor's ContainerProcess.oom_killed asks the same; its
+    EngineContainerProcess asks this)."""
     try:
         if (engine.json("GET", f"/containers/{cid}/json").get("State") or {}).get("OOMKilled"):
             return True
@@ -185,16 +186,26 @@ def _remove(engine: Engine, cid: str | None, instance: str | None) -> None:
 
 
 def _remove_now(engine: Engine, cid: str | None, instance: str | None) -> None:
+    if cid:
+        try:
+            engine.json("DELETE", f"/containers/{cid}?force=1")
+        except (EngineRefused, EngineUnavailable, OSError):
+            pass
+    elif instance:
+        remove_instance(engine, instance)
+
+
+def remove_instance(engine: Engine, instance: str) -> bool:
+    """Remove every container of one executor instance of this process (its labels); False if
+    the engine would not (it is down: they are left for `runner gc`, or owed by the executor)."""
     try:
-        ids = [cid] if cid else []
-        if instance:
-            filters = quote('{"label": ["%s=%s", "%s=%d"]}' % (L.EXECUTOR, instance, L.OWNER_PID, os.getpid()))
-            ids = [c["Id"] for c in engine.json("GET", f"/containers/json?all=1&filters={filters}") or []]
-        for i in ids:
+        filters = quote('{"label": ["%s=%s", "%s=%d"]}' % (L.EXECUTOR, instance, L.OWNER_PID, os.getpid()))
+        for c in engine.json("GET", f"/containers/json?all=1&filters={filters}") or []:
             try:
-                engine.json("DELETE", f"/containers/{i}?force=1")
+                engine.json("DELETE", f"/containers/{c['Id']}?force=1")
             except EngineRefused as e:
                 if e.status != 404 and "already in progress" not in e.message:
                     raise
     except (EngineRefused, EngineUnavailable, OSError):
-        pass
+        return False
+    return True

@@ -10,6 +10,7 @@ import threading
 import time
 
 from ..base import _EOF, Process
+from ..errors import EngineUnavailable, SandboxGone
 from ..posix import KILL_SESSION, PID_LINE_MAX
 from .wire import Frames
 
@@ -27,9 +28,10 @@ def _raw(sock):
 class DockerStreamProcess(Process):
     """Common part: demultiplex the socket in one thread; stdin goes to the same socket."""
 
-    def __init__(self, sock, strip_pid_line: bool = False) -> None:
+    def __init__(self, sock, strip_pid_line: bool = False, early: bytes = b"") -> None:
         super().__init__()
         self.sock = _raw(sock)
+        self._early = early  # what was read past the engine's headers (wire.Engine.hijack)
         self.pid: int | None = None
         self._pid_known = threading.Event()
         if not strip_pid_line:
@@ -39,7 +41,7 @@ class DockerStreamProcess(Process):
         threading.Thread(target=self._demux, name="runner-docker-demux", daemon=True).start()
 
     def _demux(self) -> None:
-        mux = Frames(self.sock)
+        mux = Frames(self.sock, self._early)
         try:
             while (item := mux.frame()) is not None:
                 stream, data = item
@@ -240,6 +242,65 @@ class ContainerProcess(DockerStreamProcess):
             pass
         except Exception:
             pass  # still there, maybe: the executor's stop() looks for it by its labels
+
+
+class ContainerRef:
+    """A container by its id, where docker-py's model is not there (EngineContainerProcess)."""
+
+    def __init__(self, cid: str) -> None:
+        self.id = cid
+        self.short_id = cid[:12]
+
+
+class EngineContainerProcess(DockerStreamProcess):
+    """ContainerProcess on a local engine, over wire.py: the same promises, without docker-py (its
+    import, and the requests and urllib3 under each request, on every sandbox's start)."""
+
+    def __init__(self, engine, cid: str, sock, early: bytes, started: float) -> None:
+        self.engine = engine
+        self.container = ContainerRef(cid)
+        self.started = started
+        self._code: int | None = None
+        super().__init__(sock, early=early)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        from .wire import EngineRefused
+
+        if self._code is not None:
+            return self._code
+        try:  # (a socket's timeout of 0 would make it non-blocking: a short wait instead)
+            res = self.engine.json("POST", f"/containers/{self.container.id}/wait",
+                                   timeout=None if timeout is None else max(timeout, 0.01))
+        except EngineRefused as e:
+            if e.status == 404:  # removed under us: it was killed
+                self._code = 137
+                return self._code
+            raise
+        except TimeoutError:
+            return None
+        except EngineUnavailable:
+            raise SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox "
+                              "with it") from None
+        self._code = res.get("StatusCode") if isinstance(res, dict) else None
+        return self._code
+
+    def kill(self) -> None:
+        try:
+            self.engine.json("POST", f"/containers/{self.container.id}/kill")
+        except Exception:
+            pass
+
+    def oom_killed(self) -> bool:
+        from .oneshot import oom_killed_since
+
+        return oom_killed_since(self.engine, self.container.id, self.started)
+
+    def close(self) -> None:
+        super().close()
+        try:
+            self.engine.json("DELETE", f"/containers/{self.container.id}?force=1")
+        except Exception:
+            pass  # gone already, or still there: the executor's stop() looks for it by its labels
 
 
 def engine_lost(e: Exception) -> Exception:

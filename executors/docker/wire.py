@@ -2,10 +2,11 @@
 
 `runner exec` runs one container and exits; through docker-py it paid for importing requests,
 urllib3 and pydantic, a version probe and a ping before its first real request (about half its
-time). This client speaks just what a one-shot run needs (oneshot.py): JSON requests on a fresh
-connection each (`Connection: close`, so a body ends where the engine says or where it hangs up),
-and the hijacked attach stream with its multiplexed frames (also read by process.py for the SDK
-path). tcp:// and ssh:// engines stay with docker-py (TLS, paramiko): socket_path() says which.
+time). This client speaks just what a container run to its end needs (oneshot.py, and a sandbox's
+container: the DockerExecutor's per-call path, process.EngineContainerProcess): JSON requests on a
+fresh connection each (`Connection: close`, so a body ends where the engine says or where it hangs
+up), and the hijacked attach stream with its multiplexed frames (also read by process.py for the
+SDK path). tcp:// and ssh:// engines stay with docker-py (TLS, paramiko): socket_path() says which.
 """
 from __future__ import annotations
 

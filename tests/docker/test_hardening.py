@@ -168,6 +168,11 @@ def test_the_users_docker_proxies_never_reach_a_sandbox(docker_config_with_proxi
     finally:
         client.close()
     assert "127.0.0.1:9" not in env and "proxy" not in env.lower(), env
+    if lifecycle == "per-call":  # and a sandbox's usual path on a local engine: wire.py, no docker-py
+        with DockerExecutor(lifecycle=lifecycle, labels={"runner.test": "hardening"}) as ex:
+            assert ex.wire_engine() is not None
+            env = ex.run(["env"]).stdout.decode()
+        assert "127.0.0.1:9" not in env and "proxy" not in env.lower(), env
 
 
 def test_the_users_docker_proxies_never_reach_runner_exec(docker_config_with_proxies):

@@ -74,7 +74,7 @@ def test_pending_says_whether_a_whole_frame_is_buffered():
 
 
 # -- one source for the hardening: the body equals docker-py's ------------------------------
-def sdk_sent(cfg, argv: list[str]) -> dict:
+def sdk_sent(cfg, argv: list[str], req=None) -> dict:
     """What the DockerExecutor's per-call path sends docker-py to POST /containers/create (the
     JSON docker-py puts on the wire), with no engine: the request is caught at docker-py's _post."""
     import docker
@@ -95,10 +95,34 @@ def sdk_sent(cfg, argv: list[str]) -> dict:
     client.api._post = post
     ex = DockerExecutor(cfg, client=client)
     with pytest.raises(Caught):
-        ex._spawn_container(ExecRequest(argv=argv))
+        ex._spawn_container(req or ExecRequest(argv=argv))
     (url, data), = sent
     assert url.endswith("/containers/create")
     return json.loads(data)
+
+
+def executor_wire_sent(cfg, req) -> dict:
+    """What the DockerExecutor's per-call path sends over wire.py (a local engine's) to POST
+    /containers/create, caught before it reaches any engine."""
+    from executors.docker import DockerExecutor
+
+    sent = []
+
+    class Caught(Exception):
+        pass
+
+    class Engine:
+        def json(self, method, path, body=None, timeout=None):
+            sent.append((method, path, body))
+            raise Caught
+
+    ex = DockerExecutor(cfg)
+    ex._wire = Engine()
+    with pytest.raises(Caught):
+        ex._spawn_container(req)
+    (method, path, body), = sent
+    assert (method, path) == ("POST", "/containers/create")
+    return json.loads(json.dumps(body))
 
 
 def wire_sent(cfg, argv: list[str]) -> dict:
@@ -135,6 +159,12 @@ def test_the_wire_body_is_the_sdk_body(tmp_path, fields):
     sdk, wire = sdk_sent(cfg, argv), wire_sent(cfg, argv)
     assert comparable(wire) == comparable(sdk)
     assert sdk["HostConfig"]["CapDrop"] == ["ALL"] and sdk["HostConfig"]["LogConfig"]["Type"] == "none"
+    # the executor's own two paths (docker-py where the engine is remote, wire.py where it is
+    # local), with what a request adds: a directory, environment, a user, the agent as pid 1
+    from executors.models import ExecRequest
+
+    for req in (ExecRequest(argv=argv), ExecRequest(argv=argv, cwd="sub", env={"X": "1"}, user="2000:2000", own_init=True)):
+        assert comparable(executor_wire_sent(cfg, req)) == comparable(sdk_sent(cfg, argv, req))
 
 
 @pytest.mark.parametrize("opts", [
@@ -187,6 +217,22 @@ def test_runner_exec_loads_neither_docker_py_nor_pydantic(no_leaks):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "DOCKER_HOST": ""})
     assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
+    assert p.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.docker
+def test_a_call_in_a_sandbox_of_the_local_engine_loads_no_docker_py(tmp_path, no_leaks):
+    """`runner call` on the local engine: the sandbox's create, attach, start and removal, and the
+    channel's look at the engine, all go over wire.py (docker-py's import was ~0.3 s of it)."""
+    code = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print(sorted(m for m in ('docker', 'requests', 'urllib3', 'paramiko')"
+            " if m in sys.modules), file=sys.stderr))\n"
+            f"sys.argv = ['runner', 'call', '--executor', 'docker', '-w', {str(tmp_path)!r}, 'bash',"
+            " '{\"command\": \"echo ran\"}']\n"
+            "runpy.run_module('runner', run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DOCKER_HOST": ""})
+    assert p.returncode == 0 and json.loads(p.stdout)["content"] == "ran\n", p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
 
 
