@@ -302,6 +302,7 @@ class DockerExecutor(Executor):
             raise
         try:
             engine.json("POST", f"/containers/{cid}/start")
+            return EngineContainerProcess(engine, cid, sock, early, started)
         except EngineRefused as e:
             # The engine refuses to start a container whose user it cannot find (its message
             # is not always there): tell that apart from an engine failure by looking.
@@ -313,8 +314,7 @@ class DockerExecutor(Executor):
             if failure is None:
                 raise
             return FailedProcess(failure)
-        except BaseException:
+        except BaseException:  # (an interrupt, the engine gone, no thread for the reader)
             sock.close()
             _remove_quietly(engine, cid)
             raise
-        return EngineContainerProcess(engine, cid, sock, early, started)

@@ -161,10 +161,14 @@ def _wait(engine: Engine, cid: str) -> int:
 def oom_killed_since(engine: Engine, cid: str, since: float) -> bool:
     """Did the memory limit kill something in the container? The engine's OOMKilled flag, else an
     oom event since the start (the executor's ContainerProcess.oom_killed asks the same; its
-    EngineContainerProcess asks this)."""
+    EngineContainerProcess asks this). Each asked on its own: a container already removed has no
+    flag to tell, and its events still do."""
     try:
         if (engine.json("GET", f"/containers/{cid}/json").get("State") or {}).get("OOMKilled"):
             return True
+    except Exception:
+        pass
+    try:
         filters = quote('{"container": ["%s"], "event": ["oom"]}' % cid)
         status, data = engine.request("GET", f"/events?since={int(since) - 1}&until={int(time.time()) + 1}"
                                               f"&filters={filters}")

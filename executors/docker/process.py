@@ -10,6 +10,7 @@ import threading
 import time
 
 from ..base import _EOF, Process
+from ..defaults import OOM_EXIT
 from ..errors import EngineUnavailable, SandboxGone
 from ..posix import KILL_SESSION, PID_LINE_MAX
 from .wire import Frames
@@ -261,6 +262,7 @@ class EngineContainerProcess(DockerStreamProcess):
         self.container = ContainerRef(cid)
         self.started = started
         self._code: int | None = None
+        self._oom: bool | None = None  # the engine's OOMKilled, asked before the removal (close)
         super().__init__(sock, early=early)
 
     def wait(self, timeout: float | None = None) -> int | None:
@@ -278,7 +280,7 @@ class EngineContainerProcess(DockerStreamProcess):
             raise
         except TimeoutError:
             return None
-        except EngineUnavailable:
+        except (EngineUnavailable, OSError):  # (OSError: it hung up, or reset the connection)
             raise SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox "
                               "with it") from None
         self._code = res.get("StatusCode") if isinstance(res, dict) else None
@@ -291,12 +293,20 @@ class EngineContainerProcess(DockerStreamProcess):
             pass
 
     def oom_killed(self) -> bool:
+        """The engine's OOMKilled (asked before the removal, if close() came first: Executor._exec
+        asks after it), else an oom event since the start."""
         from .oneshot import oom_killed_since
 
-        return oom_killed_since(self.engine, self.container.id, self.started)
+        return bool(self._oom) or oom_killed_since(self.engine, self.container.id, self.started)
 
     def close(self) -> None:
         super().close()
+        if self._oom is None and (self._code is None or self._code == OOM_EXIT):  # (what an OOM kill ends with)
+            try:
+                state = self.engine.json("GET", f"/containers/{self.container.id}/json").get("State") or {}
+                self._oom = bool(state.get("OOMKilled"))
+            except Exception:
+                pass
         try:
             self.engine.json("DELETE", f"/containers/{self.container.id}?force=1")
         except Exception:

@@ -101,9 +101,15 @@ class DockerPlacement(Placement):
     # -- the sandbox ----------------------------------------------------------------------
     def require_engine(self, lifecycle: str) -> None:
         if lifecycle == "per-call":  # a per-session Runner found out when it started
-            from executors.docker.engine import connect
+            from executors.docker.wire import Engine, socket_path
 
-            connect().close()
+            path = socket_path()
+            if path is None:  # tcp://, ssh://: docker-py's
+                from executors.docker.engine import connect
+
+                connect().close()
+            else:  # (EngineUnavailable when nothing answers there)
+                Engine(path).request("GET", "/_ping", timeout=30)
 
     def remove_sandboxes(self) -> None:
         from executors.docker.engine import connect

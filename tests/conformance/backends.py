@@ -17,16 +17,26 @@ def local(tmp_path):
         yield ex, str(tmp_path), Traits()
 
 
-def _docker(lifecycle: str):
+def _docker(lifecycle: str, sdk: bool = False):
+    """sdk: per-call containers through docker-py (a tcp:// or ssh:// engine's path, or a given
+    client's), where on the local engine they go over wire.py."""
     @contextlib.contextmanager
     def make(tmp_path):
         from executors.docker import DockerExecutor, Mount
+        from executors.docker.engine import connect
 
         os.chmod(tmp_path, 0o777)  # the sandbox user (1000) writes here
+        client = connect() if sdk else None
         ex = DockerExecutor(lifecycle=lifecycle, mounts=[Mount(source=str(tmp_path), target="/workspace")],
-                            workdir="/workspace", labels={"runner.test": "conformance"})
-        with ex:
-            yield ex, "/workspace", Traits(switches_users=True, creates_missing_cwd=lifecycle == "per-call")
+                            workdir="/workspace", labels={"runner.test": "conformance"}, client=client)
+        if lifecycle == "per-call":  # the path this backend is here to check
+            assert (ex.wire_engine() is None) == sdk
+        try:
+            with ex:
+                yield ex, "/workspace", Traits(switches_users=True, creates_missing_cwd=lifecycle == "per-call")
+        finally:
+            if client is not None:
+                client.close()
 
     return make
 
@@ -72,6 +82,7 @@ BACKENDS = {
     "local": local,
     "docker-session": _docker("per-session"),
     "docker-per-call": _docker("per-call"),
+    "docker-per-call-sdk": _docker("per-call", sdk=True),
     "ssh": ssh,
     **NEEDS_CLUSTER,
 }

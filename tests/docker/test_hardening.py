@@ -107,6 +107,16 @@ def test_memory_bomb_is_killed_with_137_and_reported_as_oom(box):
     assert box.run(["echo", "alive"]).stdout == b"alive\n"
 
 
+def test_a_per_call_containers_memory_bomb_is_reported_as_oom_too():
+    """A per-call container on the local engine (wire.py's path): the run asks after the
+    container is removed, so the engine's flag is taken before the removal."""
+    with DockerExecutor(lifecycle="per-call", limits=Limits(memory="64m", pids=64), labels={"runner.test": "hardening"}) as ex:
+        assert ex.wire_engine() is not None
+        res = ex.run(["python3", "-c", "b = bytearray(512 * 2**20); print('survived')"])
+    assert res.exit_code == 137 and res.oom_killed, res
+    assert b"survived" not in res.stdout
+
+
 def test_no_network_interfaces_and_no_route_to_the_host(box):
     dev = box.run(["cat", "/proc/net/dev"]).stdout.decode().splitlines()[2:]
     assert [line.split(":")[0].strip() for line in dev] == ["lo"]

@@ -248,3 +248,46 @@ def test_an_unknown_user_is_the_same_start_failure_on_both_paths(no_leaks):
     assert (res.exit_code, p.returncode) == (126, 126)
     assert res.stderr.decode().strip() == p.stderr.decode().strip()
     assert "user nobodyx: no such user" in p.stderr.decode()
+
+
+def test_an_engine_that_hangs_up_on_a_wait_is_the_sandbox_gone(tmp_path):
+    """A per-call container's wait over wire.py, the engine's connection dropped (killed, crashed):
+    SandboxGone, as the SDK path says, not the transport's ConnectionError."""
+    import time
+
+    from executors.docker.process import EngineContainerProcess
+    from executors.docker.wire import Engine
+    from executors.errors import SandboxGone
+
+    path = str(tmp_path / "engine.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(8)
+    asked = []
+
+    def serve():  # the first request (the wait) hung up on; the rest (close's) answered 404
+        while True:
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                asked.append(c.recv(65536).split(b" ", 2)[:2])
+                if len(asked) > 1:
+                    c.sendall(b'HTTP/1.1 404 Not Found\r\nContent-Length: 15\r\n\r\n{"message":"x"}')
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    ours, theirs = socket.socketpair()
+    proc = EngineContainerProcess(Engine(path), "c" * 64, ours, b"", time.time())
+    try:
+        with pytest.raises(SandboxGone, match="stopped answering"):
+            proc.wait()
+    finally:
+        theirs.close()
+        proc.close()
+        srv.shutdown(socket.SHUT_RDWR)  # (wakes the accept)
+        srv.close()
+        t.join(timeout=5)
+    assert asked[0] == [b"POST", b"/containers/" + b"c" * 64 + b"/wait"]
+    assert [b"DELETE", b"/containers/" + b"c" * 64 + b"?force=1"] in asked
