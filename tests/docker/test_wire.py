@@ -291,3 +291,23 @@ def test_an_engine_that_hangs_up_on_a_wait_is_the_sandbox_gone(tmp_path):
         t.join(timeout=5)
     assert asked[0] == [b"POST", b"/containers/" + b"c" * 64 + b"/wait"]
     assert [b"DELETE", b"/containers/" + b"c" * 64 + b"?force=1"] in asked
+
+
+@pytest.mark.docker
+def test_an_interrupt_while_the_process_is_made_leaves_no_container(monkeypatch, docker_client, no_leaks):
+    """Started, then interrupted before the caller holds its process: the container goes at once,
+    not at the executor's stop()."""
+    from executors.docker import DockerExecutor, process
+    from executors.models import ExecRequest
+
+    def interrupted(self, *a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process.EngineContainerProcess, "__init__", interrupted)
+    ex = DockerExecutor(lifecycle="per-call", labels={"runner.test": "wire"})
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ex.spawn(ExecRequest(argv=["sleep", "30"]))
+        assert docker_client.api.containers(all=True, filters={"label": f"{L.EXECUTOR}={ex.instance}"}) == []
+    finally:
+        ex.stop()
