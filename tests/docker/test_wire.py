@@ -237,6 +237,23 @@ def test_a_call_in_a_sandbox_of_the_local_engine_loads_no_docker_py(tmp_path, no
 
 
 @pytest.mark.docker
+def test_a_per_call_runner_on_the_local_engine_loads_no_docker_py(tmp_path, no_leaks):
+    """A fresh sandbox per call: the engine's check the CLI makes before the first call
+    (toolcli.require_engine) goes over wire.py too."""
+    code = ("import sys\n"
+            "from runner import Runner\n"
+            "from runner.toolcli import require_engine\n"
+            f"with Runner(executor='docker', workspace={str(tmp_path)!r}, preset='all', lifecycle='per-call') as r:\n"
+            "    require_engine(r)\n"
+            "    print(r.call('bash', {'command': 'echo ran'}).content, end='')\n"
+            "print(sorted(m for m in ('docker', 'requests', 'urllib3', 'paramiko') if m in sys.modules), file=sys.stderr)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "DOCKER_HOST": ""})
+    assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
+    assert p.stderr.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.docker
 def test_an_unknown_user_is_the_same_start_failure_on_both_paths(no_leaks):
     """The config's user, named in the message (the SDK path said `user None`), exit 126."""
     from executors.docker import DockerExecutor
