@@ -48,13 +48,6 @@ def _remove_owed_on(client, engine: str) -> None:
                 _owed.get(engine, set()).discard(instance)
 
 
-def _remove_quietly(engine, cid: str) -> None:
-    try:
-        engine.json("DELETE", f"/containers/{cid}?force=1")
-    except Exception:
-        pass
-
-
 def remove_owed() -> None:
     """Remove every container this process still owes an engine (see _owed), on each engine that
     answers now; what one that is still down holds stays for `runner gc`. A Runner calls it on close."""
@@ -285,6 +278,7 @@ class DockerExecutor(Executor):
         """_spawn_container over wire.py: create (attached, stdin open), attach, start; the same
         container (create_body of the same arguments) and the same failures."""
         from .engine import image_missing
+        from .oneshot import remove_container
         from .wire import EngineRefused, create_body
 
         started = time.time()
@@ -298,7 +292,7 @@ class DockerExecutor(Executor):
         try:
             sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
         except BaseException:
-            _remove_quietly(engine, cid)  # (stop() sweeps this executor's label, or owes it to the engine)
+            remove_container(engine, cid)  # (stop() sweeps this executor's label, or owes it to the engine)
             raise
         try:
             engine.json("POST", f"/containers/{cid}/start")
@@ -307,7 +301,7 @@ class DockerExecutor(Executor):
             # The engine refuses to start a container whose user it cannot find (its message
             # is not always there): tell that apart from an engine failure by looking.
             sock.close()
-            _remove_quietly(engine, cid)
+            remove_container(engine, cid)
             failure = self.diagnose_start(req) if req.user else None
             if failure is None and "unable to find user" in e.message:
                 failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
@@ -316,5 +310,5 @@ class DockerExecutor(Executor):
             return FailedProcess(failure)
         except BaseException:  # (an interrupt, the engine gone, no thread for the reader)
             sock.close()
-            _remove_quietly(engine, cid)
+            remove_container(engine, cid)
             raise

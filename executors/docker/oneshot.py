@@ -158,16 +158,21 @@ def _wait(engine: Engine, cid: str) -> int:
         raise
 
 
+def oom_flag(engine: Engine, cid: str) -> "bool | None":
+    """The engine's OOMKilled of the container; None if it cannot tell (the container is gone)."""
+    try:
+        return bool((engine.json("GET", f"/containers/{cid}/json").get("State") or {}).get("OOMKilled"))
+    except Exception:
+        return None
+
+
 def oom_killed_since(engine: Engine, cid: str, since: float) -> bool:
     """Did the memory limit kill something in the container? The engine's OOMKilled flag, else an
     oom event since the start (the executor's ContainerProcess.oom_killed asks the same; its
     EngineContainerProcess asks this). Each asked on its own: a container already removed has no
     flag to tell, and its events still do."""
-    try:
-        if (engine.json("GET", f"/containers/{cid}/json").get("State") or {}).get("OOMKilled"):
-            return True
-    except Exception:
-        pass
+    if oom_flag(engine, cid):
+        return True
     try:
         filters = quote('{"container": ["%s"], "event": ["oom"]}' % cid)
         status, data = engine.request("GET", f"/events?since={int(since) - 1}&until={int(time.time()) + 1}"
@@ -191,12 +196,18 @@ def _remove(engine: Engine, cid: str | None, instance: str | None) -> None:
 
 def _remove_now(engine: Engine, cid: str | None, instance: str | None) -> None:
     if cid:
-        try:
-            engine.json("DELETE", f"/containers/{cid}?force=1")
-        except (EngineRefused, EngineUnavailable, OSError):
-            pass
+        remove_container(engine, cid)
     elif instance:
         remove_instance(engine, instance)
+
+
+def remove_container(engine: Engine, cid: str) -> None:
+    """Remove the container, whatever it runs; one the engine will not remove now (it is down) is
+    left to the label sweeps (the executor's stop(), `runner gc`)."""
+    try:
+        engine.json("DELETE", f"/containers/{cid}?force=1")
+    except (EngineRefused, EngineUnavailable, OSError):
+        pass
 
 
 def remove_instance(engine: Engine, instance: str) -> bool:

@@ -301,16 +301,11 @@ class EngineContainerProcess(DockerStreamProcess):
 
     def close(self) -> None:
         super().close()
+        from .oneshot import oom_flag, remove_container
+
         if self._oom is None and (self._code is None or self._code == OOM_EXIT):  # (what an OOM kill ends with)
-            try:
-                state = self.engine.json("GET", f"/containers/{self.container.id}/json").get("State") or {}
-                self._oom = bool(state.get("OOMKilled"))
-            except Exception:
-                pass
-        try:
-            self.engine.json("DELETE", f"/containers/{self.container.id}?force=1")
-        except Exception:
-            pass  # gone already, or still there: the executor's stop() looks for it by its labels
+            self._oom = oom_flag(self.engine, self.container.id)
+        remove_container(self.engine, self.container.id)
 
 
 def engine_lost(e: Exception) -> Exception:

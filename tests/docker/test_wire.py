@@ -207,15 +207,24 @@ def test_an_interrupted_create_is_found_by_its_labels_and_removed(docker_client,
         docker_client.api.remove_container(other, force=True)
 
 
+SDK_MODULES = ("docker", "requests", "urllib3", "paramiko")  # docker-py and what it brings
+
+
+def loaded(code: str, modules: tuple) -> subprocess.CompletedProcess:
+    """code run by a fresh interpreter on the local engine; the last line of its stderr lists which
+    of modules it had loaded at its exit."""
+    listed = ("import atexit, sys\n"
+              f"atexit.register(lambda: print(sorted(m for m in {modules!r} if m in sys.modules), file=sys.stderr))\n")
+    return subprocess.run([sys.executable, "-c", listed + code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DOCKER_HOST": ""})
+
+
 @pytest.mark.docker
 def test_runner_exec_loads_neither_docker_py_nor_pydantic(no_leaks):
-    code = ("import atexit, runpy, sys\n"
-            "atexit.register(lambda: print(sorted(m for m in ('docker', 'pydantic', 'requests', 'urllib3', 'paramiko',"
-            " 'http.client', 'ssl') if m in sys.modules), file=sys.stderr))\n"
-            "sys.argv = ['runner', 'exec', '--', 'sh', '-c', 'echo ran']\n"
-            "runpy.run_module('runner', run_name='__main__')\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "DOCKER_HOST": ""})
+    p = loaded("import runpy, sys\n"
+               "sys.argv = ['runner', 'exec', '--', 'sh', '-c', 'echo ran']\n"
+               "runpy.run_module('runner', run_name='__main__')\n",
+               ("docker", "pydantic", "requests", "urllib3", "paramiko", "http.client", "ssl"))
     assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
 
@@ -224,14 +233,10 @@ def test_runner_exec_loads_neither_docker_py_nor_pydantic(no_leaks):
 def test_a_call_in_a_sandbox_of_the_local_engine_loads_no_docker_py(tmp_path, no_leaks):
     """`runner call` on the local engine: the sandbox's create, attach, start and removal, and the
     channel's look at the engine, all go over wire.py (docker-py's import was ~0.3 s of it)."""
-    code = ("import atexit, runpy, sys\n"
-            "atexit.register(lambda: print(sorted(m for m in ('docker', 'requests', 'urllib3', 'paramiko')"
-            " if m in sys.modules), file=sys.stderr))\n"
-            f"sys.argv = ['runner', 'call', '--executor', 'docker', '-w', {str(tmp_path)!r}, 'bash',"
-            " '{\"command\": \"echo ran\"}']\n"
-            "runpy.run_module('runner', run_name='__main__')\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "DOCKER_HOST": ""})
+    p = loaded("import runpy, sys\n"
+               f"sys.argv = ['runner', 'call', '--executor', 'docker', '-w', {str(tmp_path)!r}, 'bash',"
+               " '{\"command\": \"echo ran\"}']\n"
+               "runpy.run_module('runner', run_name='__main__')\n", SDK_MODULES)
     assert p.returncode == 0 and json.loads(p.stdout)["content"] == "ran\n", p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
 
@@ -240,15 +245,11 @@ def test_a_call_in_a_sandbox_of_the_local_engine_loads_no_docker_py(tmp_path, no
 def test_a_per_call_runner_on_the_local_engine_loads_no_docker_py(tmp_path, no_leaks):
     """A fresh sandbox per call: the engine's check the CLI makes before the first call
     (toolcli.require_engine) goes over wire.py too."""
-    code = ("import sys\n"
-            "from runner import Runner\n"
-            "from runner.toolcli import require_engine\n"
-            f"with Runner(executor='docker', workspace={str(tmp_path)!r}, preset='all', lifecycle='per-call') as r:\n"
-            "    require_engine(r)\n"
-            "    print(r.call('bash', {'command': 'echo ran'}).content, end='')\n"
-            "print(sorted(m for m in ('docker', 'requests', 'urllib3', 'paramiko') if m in sys.modules), file=sys.stderr)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                       env={**os.environ, "DOCKER_HOST": ""})
+    p = loaded("from runner import Runner\n"
+               "from runner.toolcli import require_engine\n"
+               f"with Runner(executor='docker', workspace={str(tmp_path)!r}, preset='all', lifecycle='per-call') as r:\n"
+               "    require_engine(r)\n"
+               "    print(r.call('bash', {'command': 'echo ran'}).content, end='')\n", SDK_MODULES)
     assert p.returncode == 0 and p.stdout == "ran\n", p.stderr
     assert p.stderr.strip().splitlines()[-1] == "[]"
 
