@@ -15,10 +15,18 @@ from ..errors import EngineUnavailable, SandboxGone
 from ..posix import KILL_SESSION, PID_LINE_MAX
 from .wire import Frames
 
-# A POSIX-sh wrapper that reports its pid (a new session leader under `docker exec`, so also
-# the process group id) on stderr before it becomes the command: a timeout can then kill the
-# whole group from inside the container. Works in any image with /bin/sh (busybox too).
-PID_WRAPPER = ["/bin/sh", "-c", 'echo "$$" >&2; exec "$@"', "runner-exec"]
+# A POSIX-sh wrapper that reports its pid on stderr before it becomes the command, as the leader
+# of a session of its own (so also of its process group): a timeout can then kill the whole
+# session from inside the container (posix.KILL_SESSION). runc makes each `docker exec` a session
+# leader; crun leaves it in the runtime's session (session and group 0 inside the container), and
+# there the wrapper calls setsid(1) (util-linux's and busybox's call setsid() with no fork for a
+# process that leads no group, so the pid it reported stays the command's). Read from /proc with
+# shell builtins only. Works in any image with /bin/sh (busybox too); where no setsid is found
+# the command is not a leader and a timeout kills only it.
+PID_WRAPPER = ["/bin/sh", "-c", 'echo "$$" >&2; '
+               'l() { set -f; set -- ${1##*) }; [ "$3" = "$$" ] || [ "$4" = "$$" ]; }; '
+               'if read -r s </proc/$$/stat && ! l "$s" && command -v setsid >/dev/null; then exec setsid "$@"; fi; '
+               'exec "$@"', "runner-exec"]
 
 
 def _raw(sock):
