@@ -105,21 +105,23 @@ def usable(engine: str, runtime: str | None, info=None) -> bool:
     """Whether sandboxes on this engine can reach a socket of this machine: the engine is
     reached over a unix socket, runs its containers on this very machine (its host name and
     kernel are ours: not a VM, not another host, not from inside a container), with a runtime
-    that shares this kernel (runc), and this process is root (it makes /run/runner-channel and
+    that shares this kernel (runc, crun), and this process is root (it makes /run/runner-channel and
     hands a socket to the sandbox's user). `info`: the engine's `docker info`, asked once per
     engine address and process when not given."""
     if engine and not engine.startswith("unix://"):
         return False
-    if runtime not in (None, "", "runc") or os.geteuid() != 0:
+    if runtime not in (None, "", "runc", "crun") or os.geteuid() != 0:
         return False
     with _engines_lock:
         known = _engines.get(engine)
     if known is None:
         if info is None:
             try:  # over wire.py: a unix socket, and no docker-py on a sandbox's path
+                from executors.docker.runtimes import engine_info
                 from executors.docker.wire import Engine, socket_path
 
-                info = Engine(socket_path(engine or None), engine or None).json("GET", "/info")
+                wire = Engine(socket_path(engine or None), engine or None)
+                info = engine_info(engine, lambda: wire.json("GET", "/info"))
             except Exception:
                 return False
         uname = os.uname()

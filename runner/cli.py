@@ -100,7 +100,7 @@ def err(text: str) -> None:
          many("--env", "-e", help="K=V, or K to copy it from here; repeatable"),
          arg("--workdir", "-w", help="working directory in the container"),
          arg("--user", "-u", help="user in the container (default 1000:1000)"),
-         arg("--runtime", help="OCI runtime, e.g. runsc for gVisor"),
+         arg("--runtime", help="OCI runtime, e.g. runsc for gVisor (default: crun where the engine has it)"),
          arg("--host", "-H", help=HOST_HELP),
          arg("--force-unsafe-mounts", action="store_true",
              help="allow mounting /, sockets, devices, /proc, /sys, /dev or a directory holding them"))

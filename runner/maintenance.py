@@ -100,6 +100,13 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
                  "default profile available" if "seccomp" in sec else "the engine has no seccomp: rebuild it with seccomp support"))
     runtimes = sorted((info.get("Runtimes") or {}).keys())
     rows.append(("OK", "runtimes", ", ".join(runtimes)))
+    from executors.docker.runtimes import PREFERRED, pick
+
+    picked = pick(runtimes)
+    rows.append(("OK" if picked else "WARN", "sandbox runtime",
+                 f"{picked}: sandboxes whose policy names no runtime use it" if picked else
+                 f"the engine's default ({info.get('DefaultRuntime') or 'runc'}): register {PREFERRED} for faster "
+                 "starts (scripts/setup.sh does)"))
     if "runsc" not in runtimes:
         rows.append(("WARN", "gVisor", "runsc is not configured: apt-get install runsc, then add it to "
                      "/etc/docker/daemon.json runtimes with --platform=ptrace --network=none and restart dockerd"))

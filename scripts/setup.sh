@@ -3,6 +3,7 @@
 #   - .venv/ with runner installed (editable) and its test dependencies
 #   - the Debian packages runner and its tests use (docker.io, debootstrap, busybox-static, ...)
 #   - a Docker engine: used as it is when `docker info` answers, else dockerd is started
+#   - crun and gVisor's runsc registered as the engine's runtimes (crun only where it runs here)
 #   - the sandbox images, built offline (runner images build)
 # Usage: scripts/setup.sh [--no-images]
 set -euo pipefail
@@ -11,7 +12,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
-PACKAGES=(docker.io debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql)
+PACKAGES=(docker.io crun debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql)
 
 # 1. Debian packages ------------------------------------------------------------------------
 missing=()
@@ -43,6 +44,22 @@ if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stam
 fi
 
 # 3. Docker engine -----------------------------------------------------------------------------
+# crun (runner's runtime where the engine offers it: executors/docker/runtimes.py) refuses to run on
+# cgroups in hybrid mode while the unified (v2) hierarchy holds a controller. A machine whose init
+# mounted every v1 controller but one (here hugetlb) has it there: mount that one as v1 too, as
+# systemd does in hybrid mode. Before dockerd starts, so its containers' cgroups are made alike.
+if [ "$(id -u)" = 0 ] && [ -r /sys/fs/cgroup/unified/cgroup.controllers ]; then
+  for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers); do
+    if ! mountpoint -q "/sys/fs/cgroup/$c"; then
+      mkdir -p "/sys/fs/cgroup/$c"
+      if mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"; then
+        say "mounted the $c cgroup controller (v1) beside the others, for crun (cgroups in hybrid mode)"
+      else
+        say "could not mount the $c cgroup controller (v1): crun will not be registered"
+      fi
+    fi
+  done
+fi
 if docker info >/dev/null 2>&1; then
   say "Docker engine answers: using it"
 else
@@ -61,29 +78,52 @@ else
   say "dockerd is up"
 fi
 
-# 3b. gVisor: register Debian's runsc as a runtime (ptrace platform, no gVisor network stack),
-#     merged into /etc/docker/daemon.json; a running dockerd reloads runtimes on SIGHUP.
-if [ "$(id -u)" = 0 ] && command -v runsc >/dev/null; then
-  if python3 - <<'PY'
+# 3b. Runtimes: gVisor's runsc (ptrace platform, no gVisor network stack) and crun, merged into
+#     /etc/docker/daemon.json; a running dockerd reloads runtimes on SIGHUP.
+reload_dockerd() {
+  local pid
+  pid=$(pgrep -xo dockerd || true)
+  if [ -n "$pid" ]; then kill -HUP "$pid"; sleep 1; fi
+}
+runtime_config() {  # runtime_config add|remove NAME [PATH [ARGS...]]: exit 0 if the file changed
+  python3 - "$@" <<'PY'
 import json, os, sys
+what, name, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
 path = "/etc/docker/daemon.json"
 cfg = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
 runtimes = cfg.setdefault("runtimes", {})
-if "runsc" in runtimes:
+if what == "add":
+    if name in runtimes:
+        sys.exit(1)
+    runtimes[name] = {"path": rest[0], **({"runtimeArgs": rest[1:]} if rest[1:] else {})}
+elif runtimes.pop(name, None) is None:
     sys.exit(1)
-runtimes["runsc"] = {"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}
 os.makedirs("/etc/docker", exist_ok=True)
 with open(path, "w") as f:
     json.dump(cfg, f, indent=2)
 PY
-  then
-    say "registered gVisor (runsc) in /etc/docker/daemon.json"
-    pid=$(pgrep -xo dockerd || true)
-    if [ -n "$pid" ]; then kill -HUP "$pid"; sleep 1; fi
+}
+if [ "$(id -u)" = 0 ]; then
+  changed=
+  if command -v runsc >/dev/null && runtime_config add runsc /usr/bin/runsc --platform=ptrace --network=none; then
+    say "registered gVisor (runsc) in /etc/docker/daemon.json"; changed=1
   fi
+  if [ -x /usr/bin/crun ] && runtime_config add crun /usr/bin/crun; then
+    say "registered crun in /etc/docker/daemon.json"; changed=1
+  fi
+  [ -z "$changed" ] || reload_dockerd
 fi
 
 # 4. Images ------------------------------------------------------------------------------------
 if [ "${1:-}" != "--no-images" ]; then
   .venv/bin/runner images build
+  # crun registered but unable to run a container here would fail every sandbox (runner takes it
+  # where the engine lists it): try it once, and take it out again if it cannot.
+  if [ "$(id -u)" = 0 ] && docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"crun"'; then
+    if ! out=$(docker run --rm --runtime crun --network none --log-driver none --label runner.setup=crun-check \
+        runner/rootfs:bookworm true 2>&1); then
+      say "crun cannot run a container here, so it is not registered: $out"
+      runtime_config remove crun && reload_dockerd
+    fi
+  fi
 fi

@@ -90,6 +90,17 @@ class DockerExecutor(Executor):
             self._wire = False if path is None else Engine(path, self.base_url)
         return self._wire or None
 
+    def runtime(self) -> str | None:
+        """The OCI runtime of this executor's containers (runtimes.chosen): the config's, else crun
+        where the engine offers it, else the engine's default (None)."""
+        from .runtimes import chosen
+
+        wire = self.wire_engine()
+        if wire is not None:
+            return chosen(self.config.runtime, self.engine, lambda: wire.json("GET", "/info"))
+        key = f"client {id(self._client)}" if self._given_client else self.engine
+        return chosen(self.config.runtime, key, lambda: self.client.info())
+
     @property
     def client(self):
         if self._client is None:
@@ -170,7 +181,7 @@ class DockerExecutor(Executor):
         docker-py's create_container or wire.create_body alike."""
         cfg = self.config
         labels = L.make_labels(cfg.session, cfg.ttl, role=role, extra={**cfg.labels, L.EXECUTOR: self.instance})
-        kw, host = create_kwargs(cfg, labels)
+        kw, host = create_kwargs(cfg, labels, self.runtime())
         if own_init:
             host["init"] = False
         if workdir:

@@ -41,11 +41,12 @@ def limit_values(limits) -> dict:
     return {k: v if (v := getattr(limits, k, None)) is not None else d for k, d in DEFAULT_LIMIT_VALUES.items()}
 
 
-def create_kwargs(cfg, labels: dict[str, str]) -> tuple[dict, dict]:
+def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tuple[dict, dict]:
     """(container, host_config) arguments for docker-py's low-level create_container() that
     realise `cfg` (a SandboxConfig, or anything with its fields): the hardened profile unless a
-    loosening field says otherwise."""
+    loosening field says otherwise. runtime: the one to use where cfg names none (runtimes.chosen)."""
     lim = limit_values(cfg.limits)
+    runtime = cfg.runtime or runtime
     security_opt = []
     if cfg.no_new_privileges:
         security_opt.append("no-new-privileges:true")
@@ -58,7 +59,7 @@ def create_kwargs(cfg, labels: dict[str, str]) -> tuple[dict, dict]:
         security_opt=security_opt,
         read_only=cfg.read_only_root,
         tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim['tmpfs']},mode=1777"},
-        pids_limit=host_pids_limit(lim["pids"], cfg.runtime),
+        pids_limit=host_pids_limit(lim["pids"], runtime),
         mem_limit=lim["memory"],
         memswap_limit=lim["memory"],
         nano_cpus=int(lim["cpus"] * 1e9) if lim["cpus"] else None,
@@ -69,8 +70,8 @@ def create_kwargs(cfg, labels: dict[str, str]) -> tuple[dict, dict]:
         # disk, past tmpfs and quota, and unredacted): runner reads the stdio over attach/exec.
         log_config={"type": "none", "config": {}},
     )
-    if cfg.runtime:
-        host["runtime"] = cfg.runtime
+    if runtime:
+        host["runtime"] = runtime
     if cfg.dns is not None:
         host["dns"] = list(cfg.dns)
     container = dict(image=cfg.image, user=cfg.user, environment=dict(cfg.env), labels=labels,

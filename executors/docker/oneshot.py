@@ -34,11 +34,12 @@ class Outcome(NamedTuple):
     oom_killed: bool = False
 
 
-def body_for(cfg, argv: list[str], instance: str) -> dict:
+def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None) -> dict:
     """The create body for cfg (a SandboxConfig or plain_config's object) running argv, attached
-    with stdin open, labelled as the DockerExecutor labels a per-call container."""
+    with stdin open, labelled as the DockerExecutor labels a per-call container. runtime: where
+    cfg names none (runtimes.chosen)."""
     labels = L.make_labels(cfg.session, cfg.ttl, role="call", extra={**cfg.labels, L.EXECUTOR: instance})
-    container, host = create_kwargs(cfg, labels)
+    container, host = create_kwargs(cfg, labels, runtime)
     return create_body(container, host, argv, stdin_open=True)
 
 
@@ -48,8 +49,10 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
     comes; stdin is copied in until its end. The container is gone when this returns or raises."""
     from .engine import image_missing
 
+    from .runtimes import chosen
+
     instance = os.urandom(6).hex()
-    body = body_for(cfg, argv, instance)
+    body = body_for(cfg, argv, instance, chosen(cfg.runtime, engine.base_url or "", lambda: engine.json("GET", "/info")))
     cid = None
     in_flight = True  # a create may have reached the engine without its answer reaching us
     try:

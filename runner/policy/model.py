@@ -144,7 +144,7 @@ class SandboxPolicy(Strict):
                                  "node.labels.pool==ci")
     lifecycle: Literal["per-session", "per-call"] = "per-session"
     image: str = DEFAULT_IMAGE
-    runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor")
+    runtime: str | None = Field(default=None, description="OCI runtime, e.g. runsc for gVisor; unset: crun where the engine offers it, else the engine's default")
     workspace: Literal["rw", "ro"] = Field(default="rw", description="how the workspace is mounted")
     pool_size: int | None = Field(default=None, ge=0, description="warm sandboxes kept ready (per-call)")
 

@@ -17,9 +17,10 @@ def local(tmp_path):
         yield ex, str(tmp_path), Traits()
 
 
-def _docker(lifecycle: str, sdk: bool = False):
+def _docker(lifecycle: str, sdk: bool = False, runtime: str | None = None):
     """sdk: per-call containers through docker-py (a tcp:// or ssh:// engine's path, or a given
-    client's), where on the local engine they go over wire.py."""
+    client's), where on the local engine they go over wire.py. runtime: the config's (None: the
+    executor's own choice, crun where the engine offers it: executors/docker/runtimes.py)."""
     @contextlib.contextmanager
     def make(tmp_path):
         from executors.docker import DockerExecutor, Mount
@@ -28,7 +29,8 @@ def _docker(lifecycle: str, sdk: bool = False):
         os.chmod(tmp_path, 0o777)  # the sandbox user (1000) writes here
         client = connect() if sdk else None
         ex = DockerExecutor(lifecycle=lifecycle, mounts=[Mount(source=str(tmp_path), target="/workspace")],
-                            workdir="/workspace", labels={"runner.test": "conformance"}, client=client)
+                            workdir="/workspace", labels={"runner.test": "conformance"}, client=client,
+                            runtime=runtime)
         if lifecycle == "per-call":  # the path this backend is here to check
             assert (ex.wire_engine() is None) == sdk
         try:
@@ -83,6 +85,9 @@ BACKENDS = {
     "docker-session": _docker("per-session"),
     "docker-per-call": _docker("per-call"),
     "docker-per-call-sdk": _docker("per-call", sdk=True),
+    # runc named, where the three above get crun when the engine offers it (as set-up makes it)
+    "docker-session-runc": _docker("per-session", runtime="runc"),
+    "docker-per-call-runc": _docker("per-call", runtime="runc"),
     "ssh": ssh,
     **NEEDS_CLUSTER,
 }

@@ -15,6 +15,7 @@ import threading
 import pytest
 
 from executors.docker import labels as L
+from executors.docker import runtimes
 from executors.docker.wire import Frames, create_body
 from runner.exec_cmd import ExecOptions, build_config, plain_config
 
@@ -74,9 +75,12 @@ def test_pending_says_whether_a_whole_frame_is_buffered():
 
 
 # -- one source for the hardening: the body equals docker-py's ------------------------------
-def sdk_sent(cfg, argv: list[str], req=None) -> dict:
+def sdk_sent(cfg, argv: list[str], req=None, offered=()) -> dict:
     """What the DockerExecutor's per-call path sends docker-py to POST /containers/create (the
-    JSON docker-py puts on the wire), with no engine: the request is caught at docker-py's _post."""
+    JSON docker-py puts on the wire), with no engine: the request is caught at docker-py's _post.
+    offered: the runtimes the engine's info lists (the executor's choice reads them)."""
+    from unittest import mock
+
     import docker
 
     from executors.docker import DockerExecutor
@@ -93,17 +97,20 @@ def sdk_sent(cfg, argv: list[str], req=None) -> dict:
         raise Caught
 
     client.api._post = post
+    client.info = lambda: {"Runtimes": {name: {} for name in offered}}
     ex = DockerExecutor(cfg, client=client)
-    with pytest.raises(Caught):
+    with mock.patch.dict(runtimes._info, clear=True), pytest.raises(Caught):
         ex._spawn_container(req or ExecRequest(argv=argv))
     (url, data), = sent
     assert url.endswith("/containers/create")
     return json.loads(data)
 
 
-def executor_wire_sent(cfg, req) -> dict:
+def executor_wire_sent(cfg, req, offered=()) -> dict:
     """What the DockerExecutor's per-call path sends over wire.py (a local engine's) to POST
-    /containers/create, caught before it reaches any engine."""
+    /containers/create, caught before it reaches any engine. offered: as sdk_sent's."""
+    from unittest import mock
+
     from executors.docker import DockerExecutor
 
     sent = []
@@ -113,12 +120,14 @@ def executor_wire_sent(cfg, req) -> dict:
 
     class Engine:
         def json(self, method, path, body=None, timeout=None):
+            if (method, path) == ("GET", "/info"):
+                return {"Runtimes": {name: {} for name in offered}}
             sent.append((method, path, body))
             raise Caught
 
     ex = DockerExecutor(cfg)
     ex._wire = Engine()
-    with pytest.raises(Caught):
+    with mock.patch.dict(runtimes._info, clear=True), pytest.raises(Caught):
         ex._spawn_container(req)
     (method, path, body), = sent
     assert (method, path) == ("POST", "/containers/create")
@@ -165,6 +174,11 @@ def test_the_wire_body_is_the_sdk_body(tmp_path, fields):
 
     for req in (ExecRequest(argv=argv), ExecRequest(argv=argv, cwd="sub", env={"X": "1"}, user="2000:2000", own_init=True)):
         assert comparable(executor_wire_sent(cfg, req)) == comparable(sdk_sent(cfg, argv, req))
+        # an engine that offers crun: both paths take it where the config names no runtime
+        offered = ("runc", "crun", "runsc")
+        body = executor_wire_sent(cfg, req, offered)
+        assert comparable(body) == comparable(sdk_sent(cfg, argv, req, offered))
+        assert body["HostConfig"]["Runtime"] == (cfg.runtime or "crun")
 
 
 @pytest.mark.parametrize("opts", [

@@ -1,0 +1,97 @@
+"""The OCI runtime of a sandbox whose config names none (executors/docker/runtimes.py): crun where
+the engine offers it, the config's where it names one, the engine's default otherwise; and the
+real engine's containers made that way by each path that makes them."""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from unittest import mock
+
+import pytest
+
+from executors.docker import labels as L
+from executors.docker import runtimes
+
+
+@pytest.fixture
+def fresh_info():
+    """An empty cache of engines' info for the test (and the process's own back after it)."""
+    with mock.patch.dict(runtimes._info, clear=True):
+        yield
+
+
+def test_the_configured_runtime_wins_and_the_engine_is_not_asked(fresh_info):
+    def fetch():
+        raise AssertionError("asked the engine")
+
+    assert runtimes.chosen("runsc", "e", fetch) == "runsc"
+    assert runtimes.chosen("runc", "e", fetch) == "runc"
+
+
+def test_crun_where_the_engine_offers_it_else_the_engines_default(fresh_info):
+    assert runtimes.chosen(None, "a", lambda: {"Runtimes": {"runc": {}, "crun": {}}}) == "crun"
+    assert runtimes.chosen(None, "b", lambda: {"Runtimes": {"runc": {}, "runsc": {}}}) is None
+    assert runtimes.chosen(None, "c", lambda: {}) is None
+
+
+def test_an_engine_is_asked_once_and_a_failed_answer_is_not_kept(fresh_info):
+    asked = []
+
+    def fetch():
+        asked.append(1)
+        if len(asked) == 1:
+            raise OSError("the engine hung up")
+        return {"Runtimes": {"crun": {}}}
+
+    assert runtimes.chosen(None, "e", fetch) is None  # (its default: it could not say)
+    assert runtimes.chosen(None, "e", fetch) == "crun"
+    assert runtimes.chosen(None, "e", fetch) == "crun"
+    assert len(asked) == 2
+
+
+# -- the real engine -----------------------------------------------------------------------------
+@pytest.fixture
+def crun_offered(docker_client):
+    offered = docker_client.info().get("Runtimes") or {}
+    assert "crun" in offered, ("the engine lists no crun: scripts/setup.sh registers it where it can run a "
+                               f"container (see its output); the engine has {sorted(offered)}")
+
+
+def _runtime_of(docker_client, cid: str) -> str:
+    return docker_client.api.inspect_container(cid)["HostConfig"]["Runtime"]
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("lifecycle", ["per-call", "per-session"])
+@pytest.mark.parametrize("runtime", [None, "runc"])
+def test_the_executors_containers_run_under_crun_unless_the_config_names_one(docker_client, no_leaks, crun_offered,
+                                                                             lifecycle, runtime):
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    with DockerExecutor(lifecycle=lifecycle, runtime=runtime, labels={"runner.test": "runtimes"}) as ex:
+        proc = ex.spawn(ExecRequest(argv=["sh", "-c", "echo up; sleep 30"]))
+        try:
+            assert next(iter(proc.output()))[1].startswith(b"up")
+            cid = ex.container.id if lifecycle == "per-session" else proc.container.id
+            assert _runtime_of(docker_client, cid) == (runtime or "crun")
+        finally:
+            proc.kill()
+            proc.wait(timeout=10)
+            proc.close()
+
+
+@pytest.mark.docker
+def test_runner_exec_runs_under_crun_where_the_engine_offers_it(docker_client, no_leaks, crun_offered):
+    """`runner exec` (oneshot.py over wire.py): its container, looked at while the command runs."""
+    child = subprocess.Popen([sys.executable, "-m", "runner", "exec", "--", "sh", "-c", "echo up; sleep 30"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"up\n"
+        found = docker_client.api.containers(filters={"label": f"{L.OWNER_PID}={child.pid}"})
+        assert len(found) == 1, found
+        assert _runtime_of(docker_client, found[0]["Id"]) == "crun"
+    finally:
+        child.send_signal(signal.SIGINT)  # (it removes its container, as on a user's ^C)
+        child.communicate(timeout=30)
