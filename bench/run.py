@@ -86,6 +86,21 @@ def idle_polling() -> str:
     return f", idle vCPUs poll {ns // 1000} us before they halt (haltpoll.guest_halt_poll_ns)"
 
 
+def runtimes_line() -> str:
+    """Which OCI runtime the sandboxes get (executors/docker/runtimes.py) and which one a raw
+    `docker run` or `docker exec` baseline gets (the engine's default): crun starts a container
+    in less time than runc, so a ratio between the two says so."""
+    try:
+        from executors.docker.runtimes import pick
+        from executors.docker.wire import Engine, socket_path
+
+        info = Engine(socket_path()).json("GET", "/info")
+    except Exception:
+        return ""
+    ours = pick(info.get("Runtimes") or {}) or info.get("DefaultRuntime")
+    return f"; sandboxes run under {ours}, raw docker under the engine's default, {info.get('DefaultRuntime')}"
+
+
 def p99(xs: list[float]) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(0.99 * (len(xs) - 1))))]
@@ -243,7 +258,7 @@ def main() -> None:
     load_before = loadavg()
     cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     print(f"# runner bench, {time.strftime('%Y-%m-%d %H:%M')}, {cores} cores, load average {load_before}"
-          f"{' (quick)' if args.quick else ''}{idle_polling()}")
+          f"{' (quick)' if args.quick else ''}{idle_polling()}{runtimes_line()}")
     results: dict = {}
     sections: list = []
 
