@@ -97,7 +97,7 @@ def runtimes_line() -> str:
         info = Engine(socket_path()).json("GET", "/info")
     except Exception:
         return ""
-    ours = pick(info.get("Runtimes") or {}) or info.get("DefaultRuntime")
+    ours = pick(info) or info.get("DefaultRuntime")
     return f"; sandboxes run under {ours}, raw docker under the engine's default, {info.get('DefaultRuntime')}"
 
 

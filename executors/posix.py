@@ -10,7 +10,9 @@ PID_LINE_MAX = 32  # stderr held back while looking for a wrapper's pid line (bo
 # the script exits 0 only then. It never forks (no $(...), no pipe, no external command): under
 # a fork bomb the pids limit refuses every fork, and a command substitution that cannot fork
 # yields nothing, which once made this script think the session was empty and leave the bomb
-# running with the limit exhausted, so the next exec in the sandbox could not start.
+# running with the limit exhausted, so the next exec in the sandbox could not start. The process
+# $1 itself is a member even where it leads no session (an image with no setsid(1) under a runtime
+# that makes no exec a session leader, crun): it is killed, not left stopped.
 KILL_SESSION = r"""
 sid=$1
 kill -STOP "$sid" 2>/dev/null
@@ -21,7 +23,8 @@ while [ "$round" -lt 1000 ]; do
   for f in /proc/[0-9]*/stat; do
     read -r line 2>/dev/null < "$f" || continue
     set -- ${line##*) }
-    if [ "$4" = "$sid" ]; then p=${f#/proc/}; pids="$pids ${p%/stat}"; fi
+    p=${f#/proc/}; p=${p%/stat}
+    if [ "$4" = "$sid" ] || [ "$p" = "$sid" ]; then pids="$pids $p"; fi
   done
   [ -z "$pids" ] && exit 0
   kill -STOP $pids 2>/dev/null

@@ -102,7 +102,7 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
     rows.append(("OK", "runtimes", ", ".join(runtimes)))
     from executors.docker.runtimes import PREFERRED, pick
 
-    picked = pick(runtimes)
+    picked = pick(info)
     rows.append(("OK" if picked else "WARN", "sandbox runtime",
                  f"{picked}: sandboxes whose policy names no runtime use it" if picked else
                  f"the engine's default ({info.get('DefaultRuntime') or 'runc'}): register {PREFERRED} for faster "

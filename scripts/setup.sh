@@ -51,11 +51,10 @@ fi
 if [ "$(id -u)" = 0 ] && [ -r /sys/fs/cgroup/unified/cgroup.controllers ]; then
   for c in $(cat /sys/fs/cgroup/unified/cgroup.controllers); do
     if ! mountpoint -q "/sys/fs/cgroup/$c"; then
-      mkdir -p "/sys/fs/cgroup/$c"
-      if mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"; then
+      if mkdir -p "/sys/fs/cgroup/$c" 2>/dev/null && mount -t cgroup -o "$c" cgroup "/sys/fs/cgroup/$c"; then
         say "mounted the $c cgroup controller (v1) beside the others, for crun (cgroups in hybrid mode)"
       else
-        say "could not mount the $c cgroup controller (v1): crun will not be registered"
+        say "could not mount the $c cgroup controller (v1): crun will not run here (checked below)"
       fi
     fi
   done
@@ -117,13 +116,15 @@ fi
 # 4. Images ------------------------------------------------------------------------------------
 if [ "${1:-}" != "--no-images" ]; then
   .venv/bin/runner images build
-  # crun registered but unable to run a container here would fail every sandbox (runner takes it
-  # where the engine lists it): try it once, and take it out again if it cannot.
-  if [ "$(id -u)" = 0 ] && docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"crun"'; then
-    if ! out=$(docker run --rm --runtime crun --network none --log-driver none --label runner.setup=crun-check \
-        runner/rootfs:bookworm true 2>&1); then
-      say "crun cannot run a container here, so it is not registered: $out"
-      runtime_config remove crun && reload_dockerd
-    fi
+fi
+
+# 5. crun registered but unable to run a container here would fail every sandbox (runner takes it
+#    where the engine lists it): run one sandbox under it, hardened as runner makes them, and take
+#    it out again if it cannot. (Without an image yet: at the next set-up that has one.)
+runtimes=$(docker info --format '{{json .Runtimes}}' 2>/dev/null || true)
+if [ "$(id -u)" = 0 ] && [[ $runtimes == *'"crun"'* ]] && docker image inspect runner/rootfs:bookworm >/dev/null 2>&1; then
+  if ! out=$(.venv/bin/runner exec --runtime crun --image runner/rootfs:bookworm -- true 2>&1); then
+    say "crun cannot run a sandbox here, so it is not registered: $out"
+    if runtime_config remove crun; then reload_dockerd; fi
   fi
 fi

@@ -77,6 +77,7 @@ class DockerExecutor(Executor):
         self._client = client
         self._given_client = client is not None
         self._wire = None  # wire.Engine of a local engine, made at the first per-call container (False: none)
+        self._given_info = None  # a given client's engine's info (runtime())
         self.container = None
         self._lock = threading.Lock()
 
@@ -98,8 +99,11 @@ class DockerExecutor(Executor):
         wire = self.wire_engine()
         if wire is not None:
             return chosen(self.config.runtime, self.engine, lambda: wire.json("GET", "/info"))
-        key = f"client {id(self._client)}" if self._given_client else self.engine
-        return chosen(self.config.runtime, key, lambda: self.client.info())
+        if self._given_client:  # (its engine is the client's: asked once per executor)
+            if self._given_info is None:
+                self._given_info = self.client.info()
+            return chosen(self.config.runtime, "", lambda: self._given_info, cache=False)
+        return chosen(self.config.runtime, self.engine, lambda: self.client.info())
 
     @property
     def client(self):
@@ -198,7 +202,11 @@ class DockerExecutor(Executor):
         kw, host = self._create_args(role, workdir, env, user, own_init)
         # use_config_proxy: docker-py would add the proxies of the user's ~/.docker/config.json to
         # the environment, which holds only what the sandbox is given (wire.create_body adds none).
-        kw.update(command=cmd, host_config=self.client.api.create_host_config(**host), use_config_proxy=False)
+        readonly_paths = host.pop("readonly_paths", None)  # (docker-py's create_host_config has no such argument)
+        host_config = self.client.api.create_host_config(**host)
+        if readonly_paths is not None:
+            host_config["ReadonlyPaths"] = readonly_paths
+        kw.update(command=cmd, host_config=host_config, use_config_proxy=False)
         if stdin:
             kw["stdin_open"] = True  # with detach=False docker-py also sets StdinOnce
         import docker.errors

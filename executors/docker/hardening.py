@@ -41,6 +41,17 @@ def limit_values(limits) -> dict:
     return {k: v if (v := getattr(limits, k, None)) is not None else d for k, d in DEFAULT_LIMIT_VALUES.items()}
 
 
+# Read-only inside every sandbox: the engine's own list (moby's default spec: ReadonlyPaths), named
+# again because a list given replaces it, and the cgroup file system's mount point. runc mounts that
+# read-only; crun (1.8, cgroup v1) makes it a writable 1 MiB tmpfs (mode 1777) under the read-only
+# cgroup mounts, a place to write outside /tmp and the workspace (found in review, 2026-11-28).
+READONLY_PATHS = ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", "/sys/fs/cgroup"]
+# The host's out-of-memory killer takes a sandbox's processes before the host's own. Also: crun
+# applies no oom_score_adj of 0 (the engine's default), so a sandbox kept the containerd shim's
+# value, which a systemd host sets well below 0, protecting the sandbox (found in review).
+OOM_SCORE_ADJ = 500
+
+
 def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tuple[dict, dict]:
     """(container, host_config) arguments for docker-py's low-level create_container() that
     realise `cfg` (a SandboxConfig, or anything with its fields): the hardened profile unless a
@@ -69,6 +80,8 @@ def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tu
         # Nothing a sandbox writes to its stdio reaches the engine's log (unbounded on the host's
         # disk, past tmpfs and quota, and unredacted): runner reads the stdio over attach/exec.
         log_config={"type": "none", "config": {}},
+        readonly_paths=list(READONLY_PATHS),
+        oom_score_adj=OOM_SCORE_ADJ,
     )
     if runtime:
         host["runtime"] = runtime

@@ -21,11 +21,12 @@ from .wire import Frames
 # leader; crun leaves it in the runtime's session (session and group 0 inside the container), and
 # there the wrapper calls setsid(1) (util-linux's and busybox's call setsid() with no fork for a
 # process that leads no group, so the pid it reported stays the command's). Read from /proc with
-# shell builtins only. Works in any image with /bin/sh (busybox too); where no setsid is found
-# the command is not a leader and a timeout kills only it.
+# shell builtins only; `--`: a command named like an option of setsid is the command. Works in any
+# image with /bin/sh (busybox too); where no setsid is found the command leads no session, and a
+# timeout kills the command itself but not its children (posix.KILL_SESSION).
 PID_WRAPPER = ["/bin/sh", "-c", 'echo "$$" >&2; '
                'l() { set -f; set -- ${1##*) }; [ "$3" = "$$" ] || [ "$4" = "$$" ]; }; '
-               'if read -r s </proc/$$/stat && ! l "$s" && command -v setsid >/dev/null; then exec setsid "$@"; fi; '
+               'if read -r s </proc/$$/stat && ! l "$s" && command -v setsid >/dev/null; then exec setsid -- "$@"; fi; '
                'exec "$@"', "runner-exec"]
 
 

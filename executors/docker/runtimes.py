@@ -6,7 +6,9 @@ up the namespaces): on this project's machine a hardened runner/base container's
 with one client (DESIGN.md, Speed). Both realise the same OCI spec the engine writes: the same
 seccomp profile, capabilities, no-new-privileges, masked paths, read-only root and limits (the
 security and conformance tests run on it). A config that names a runtime (runc, runsc) gets that
-one; an engine that lists no crun gets its own default. scripts/setup.sh installs and registers
+one; an engine that lists no crun, or whose default is not runc (gVisor made the default on purpose),
+gets its own default. Docker's default read-only paths are given with /sys/fs/cgroup added
+(hardening.READONLY_PATHS): crun on cgroup v1 left that a writable tmpfs. scripts/setup.sh installs and registers
 crun, and checks that it can run a container here first.
 
 What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info()),
@@ -18,6 +20,7 @@ import threading
 from typing import Callable
 
 PREFERRED = "crun"
+RUNC = ("runc", "io.containerd.runc.v2")  # an engine's default that crun stands in for
 
 _info: dict[str, dict] = {}  # engine key -> its `docker info`
 _lock = threading.Lock()
@@ -35,18 +38,24 @@ def engine_info(key: str, fetch: Callable[[], dict]) -> dict:
     return known
 
 
-def chosen(configured: str | None, key: str, fetch: Callable[[], dict]) -> str | None:
-    """The runtime a container gets: `configured` when set; else PREFERRED when the engine lists
-    it; else None (the engine's default). An engine that cannot say gets its default."""
+def chosen(configured: str | None, key: str, fetch: Callable[[], dict], cache: bool = True) -> str | None:
+    """The runtime a container gets: `configured` when set; else what pick() makes of the engine's
+    info; else None (the engine's default). An engine that cannot say gets its default.
+    cache: False for an info that is not the engine at `key` (a client handed in)."""
     if configured:
         return configured
     try:
-        offered = engine_info(key, fetch).get("Runtimes") or {}
+        info = engine_info(key, fetch) if cache else fetch()
     except Exception:
         return None
-    return pick(offered)
+    return pick(info)
 
 
-def pick(offered) -> str | None:
-    """PREFERRED when `offered` (the engine's runtimes, by name) has it; else None."""
-    return PREFERRED if PREFERRED in offered else None
+def pick(info: dict) -> str | None:
+    """PREFERRED when the engine (its `docker info`) lists it and its own default is runc; else None.
+    An engine whose default is another runtime (gVisor's runsc, say) was set up that way on
+    purpose: its default stays."""
+    default = info.get("DefaultRuntime") or "runc"
+    if default not in RUNC:
+        return None
+    return PREFERRED if PREFERRED in (info.get("Runtimes") or {}) else None

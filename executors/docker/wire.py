@@ -254,6 +254,8 @@ HOST_KEYS = {
     "log_config": ("LogConfig", "log"),
     "runtime": ("Runtime", "truthy"),
     "dns": ("Dns", "set"),
+    "readonly_paths": ("ReadonlyPaths", "set"),
+    "oom_score_adj": ("OomScoreAdj", "truthy"),
 }
 CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "labels": "Labels",
                   "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled"}

@@ -33,6 +33,17 @@ def test_crun_where_the_engine_offers_it_else_the_engines_default(fresh_info):
     assert runtimes.chosen(None, "a", lambda: {"Runtimes": {"runc": {}, "crun": {}}}) == "crun"
     assert runtimes.chosen(None, "b", lambda: {"Runtimes": {"runc": {}, "runsc": {}}}) is None
     assert runtimes.chosen(None, "c", lambda: {}) is None
+    assert runtimes.chosen(None, "d", lambda: {"Runtimes": {"runc": {}, "crun": {}},
+                                               "DefaultRuntime": "io.containerd.runc.v2"}) == "crun"
+
+
+def test_an_engine_whose_default_is_not_runc_keeps_it(fresh_info):
+    """An engine made to run gVisor by default (or anything else) was set up that way on purpose:
+    crun beside it must not take the sandboxes onto the host's kernel."""
+    offered = {"runc": {}, "crun": {}, "runsc": {}}
+    assert runtimes.chosen(None, "a", lambda: {"Runtimes": offered, "DefaultRuntime": "runsc"}) is None
+    assert runtimes.chosen(None, "b", lambda: {"Runtimes": offered, "DefaultRuntime": "kata"}) is None
+    assert runtimes.chosen(None, "c", lambda: {"Runtimes": offered, "DefaultRuntime": "runc"}) == "crun"
 
 
 def test_an_engine_is_asked_once_and_a_failed_answer_is_not_kept(fresh_info):
@@ -95,3 +106,56 @@ def test_runner_exec_runs_under_crun_where_the_engine_offers_it(docker_client, n
     finally:
         child.send_signal(signal.SIGINT)  # (it removes its container, as on a user's ^C)
         child.communicate(timeout=30)
+
+
+WRITABLE = r"""
+for m in $(cut -d' ' -f2 /proc/self/mounts | sort -u); do
+  p="$m/.runner-probe-$$"
+  if ( : > "$p" ) 2>/dev/null; then rm -f "$p"; echo "$m"; fi
+done
+"""
+
+
+@pytest.mark.docker
+def test_a_sandbox_can_write_where_it_could_under_runc_and_nowhere_else(docker_client, no_leaks, crun_offered):
+    """Every mount point the sandbox's user can create a file in, under crun and under runc: the
+    same (/tmp, the workspace, /dev/shm). crun 1.8 on cgroup v1 made /sys/fs/cgroup a writable
+    tmpfs (mode 1777) where runc mounts it read-only: hardening.READONLY_PATHS names it."""
+    from executors.docker import DockerExecutor
+
+    seen = {}
+    for runtime in ("crun", "runc"):
+        with DockerExecutor(lifecycle="per-call", runtime=runtime, labels={"runner.test": "runtimes"}) as ex:
+            res = ex.run(["sh", "-c", WRITABLE])
+            assert res.exit_code == 0, res
+            seen[runtime] = set(res.stdout.decode().split())
+    assert seen["crun"] == seen["runc"], seen
+    assert "/tmp" in seen["crun"] and "/sys/fs/cgroup" not in seen["crun"], seen
+
+
+@pytest.mark.docker
+def test_a_timeout_kills_the_command_where_it_cannot_lead_a_session(docker_client, no_leaks, crun_offered):
+    """Under crun a `docker exec` leads no session, and with no setsid(1) to be found the wrapper
+    cannot make it one: the timeout's kill must still end the command, not leave it stopped."""
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    with DockerExecutor(lifecycle="per-session", runtime="crun", labels={"runner.test": "runtimes"}) as ex:
+        res = ex.exec(ExecRequest(argv=["/bin/sh", "-c", "echo leader; /bin/sleep 1006; echo never"],
+                                  env={"PATH": "/nonexistent"}, timeout=1))
+        assert res.timed_out and b"never" not in res.stdout
+        left = ex.exec(ExecRequest(argv=["ps", "-eo", "stat,args"])).stdout.decode()
+        assert "echo leader" not in left, left
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("runtime", ["crun", "runc"])
+def test_the_hosts_oom_killer_takes_a_sandbox_first(docker_client, no_leaks, crun_offered, runtime):
+    """oom_score_adj 500 in the sandbox, under either runtime: crun applies none of 0 (the engine's
+    default), and the sandbox kept the shim's own, which a systemd host sets below 0."""
+    from executors.docker import DockerExecutor
+    from executors.docker.hardening import OOM_SCORE_ADJ
+
+    with DockerExecutor(lifecycle="per-call", runtime=runtime, labels={"runner.test": "runtimes"}) as ex:
+        res = ex.run(["sh", "-c", "cat /proc/1/oom_score_adj /proc/self/oom_score_adj"])
+    assert res.stdout.split() == [str(OOM_SCORE_ADJ).encode()] * 2, res
