@@ -100,13 +100,16 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
                  "default profile available" if "seccomp" in sec else "the engine has no seccomp: rebuild it with seccomp support"))
     runtimes = sorted((info.get("Runtimes") or {}).keys())
     rows.append(("OK", "runtimes", ", ".join(runtimes)))
-    from executors.docker.runtimes import PREFERRED, pick
+    from executors.docker.runtimes import PREFERRED, RUNC, pick
 
-    picked = pick(info)
-    rows.append(("OK" if picked else "WARN", "sandbox runtime",
-                 f"{picked}: sandboxes whose policy names no runtime use it" if picked else
-                 f"the engine's default ({info.get('DefaultRuntime') or 'runc'}): register {PREFERRED} for faster "
-                 "starts (scripts/setup.sh does)"))
+    picked, default = pick(info), info.get("DefaultRuntime") or "runc"
+    if picked:
+        rows.append(("OK", "sandbox runtime", f"{picked}: sandboxes whose policy names no runtime use it"))
+    elif default not in RUNC:
+        rows.append(("OK", "sandbox runtime", f"the engine's default, {default}"))
+    else:
+        rows.append(("WARN", "sandbox runtime", f"the engine's default, {default}: register {PREFERRED} for "
+                     "faster starts (scripts/setup.sh does)"))
     if "runsc" not in runtimes:
         rows.append(("WARN", "gVisor", "runsc is not configured: apt-get install runsc, then add it to "
                      "/etc/docker/daemon.json runtimes with --platform=ptrace --network=none and restart dockerd"))

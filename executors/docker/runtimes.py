@@ -3,15 +3,17 @@
 crun (C) starts a container in less time and CPU than runc (Go, which re-executes itself to set
 up the namespaces): on this project's machine a hardened runner/base container's start went from
 85-92 to 64-74 ms, and the engine's own create+start+remove rate from 5.8-6.5 to 7.1-7.7 a second
-with one client (DESIGN.md, Speed). Both realise the same OCI spec the engine writes: the same
-seccomp profile, capabilities, no-new-privileges, masked paths, read-only root and limits (the
-security and conformance tests run on it). A config that names a runtime (runc, runsc) gets that
-one; an engine that lists no crun, or whose default is not runc (gVisor made the default on purpose),
-gets its own default. Docker's default read-only paths are given with /sys/fs/cgroup added
-(hardening.READONLY_PATHS): crun on cgroup v1 left that a writable tmpfs. scripts/setup.sh installs and registers
-crun, and checks that it can run a container here first.
+with one client (DESIGN.md, Speed). Both realise the OCI spec the engine writes: the seccomp
+profile, capabilities, no-new-privileges, masked paths, read-only root and limits (the security
+and conformance tests run on it). Where crun 1.8 differed (on cgroup v1 it left /sys/fs/cgroup a
+writable tmpfs; it applies no oom_score_adj of 0), hardening.py now says so for both.
 
-What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info()),
+A config that names a runtime (runc, runsc) gets that one. An engine that lists no crun, or whose
+default is not runc (gVisor made the default on purpose), gets its own default. scripts/setup.sh
+installs and registers crun, and runs one sandbox under it first.
+
+What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info(); a
+client handed in: once per executor),
 and the same answer serves runner/channel.py.
 """
 from __future__ import annotations
