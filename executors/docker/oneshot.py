@@ -48,7 +48,6 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
     comes; stdin is copied in until its end. The container is gone when this returns or raises."""
     from .engine import image_missing
-
     from .runtimes import chosen
 
     instance = os.urandom(6).hex()
