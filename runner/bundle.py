@@ -1,8 +1,8 @@
 """Ship the in-sandbox agent (runner/toolbox, stdlib only) into any sandbox over its stdin.
 
 The sandbox runs `python3 -S -E -u -c BOOTSTRAP`; the bootstrap reads (unbuffered: nothing of the
-protocol may sit in a reader it leaves behind) the payload: each module's code object, compiled
-here once per process, and its source. It installs an in-memory importer for the package
+protocol may sit in a reader it leaves behind) the payload: each module's code object (from
+Python's own cache of it here, _code()) and its source. It installs an in-memory importer for the package
 `runner_agent` (a plain finder and loader: importlib.abc would import importlib.resources,
 pathlib, zipfile and tempfile, 25 ms of a sandbox's start, measured) that runs the code objects
 when the sandbox's Python has this one's bytecode (its magic number) and compiles the sources
@@ -25,8 +25,10 @@ import functools
 import importlib
 import json
 import marshal
+import sys
 import threading
 from pathlib import Path
+from types import CodeType
 
 PACKAGE = "runner_agent"
 # Modules of executors shipped beside the agent's own (standard library only), by their name in
@@ -99,17 +101,23 @@ def agent_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def modules() -> dict[str, tuple[bool, str]]:
-    """{module name in the bundle: (is a package, source)}: runner/toolbox and what SHIPPED names."""
-    mods: dict[str, tuple[bool, str]] = {PACKAGE: (True, "")}
+def files() -> dict[str, tuple[bool, Path | None]]:
+    """{module name in the bundle: (is a package, its file)}: runner/toolbox and what SHIPPED names."""
+    found: dict[str, tuple[bool, Path | None]] = {PACKAGE: (True, None)}
     for f in sorted(agent_dir().glob("*.py")):
         if f.name == "__init__.py":
-            mods[PACKAGE] = (True, f.read_text())
+            found[PACKAGE] = (True, f)
         elif f.name != "__main__.py":
-            mods[f"{PACKAGE}.{f.stem}"] = (False, f.read_text())
+            found[f"{PACKAGE}.{f.stem}"] = (False, f)
     for name, module in SHIPPED.items():
-        mods[f"{PACKAGE}.{name}"] = (False, Path(importlib.import_module(module).__file__).read_text())
-    return mods
+        found[f"{PACKAGE}.{name}"] = (False, Path(importlib.import_module(module).__file__))
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def modules() -> dict[str, tuple[bool, str]]:
+    """{module name in the bundle: (is a package, source)}."""
+    return {name: (is_pkg, f.read_text() if f is not None else "") for name, (is_pkg, f) in files().items()}
 
 
 _lock = threading.Lock()  # held while the payload is built
@@ -122,7 +130,8 @@ def payload() -> bytes:
     then each module's code object (marshal) and source, in that order. A sandbox whose Python
     has this one's bytecode (the magic number) runs the code objects, any other compiles the
     sources: compiling the agent took 47-53 ms of a sandbox's CPU at each start (measured in
-    runner/base), unmarshalling it 1.4 ms. Built once per process, by the first caller (prepare())."""
+    runner/base), unmarshalling it 1.4 ms. Built once per process, by the first caller (prepare()):
+    ~20 ms with the code objects from __pycache__, ~80 without (_code)."""
     with _lock:
         return _payload()
 
@@ -133,12 +142,39 @@ def _payload() -> bytes:
 
     head, parts = [], []
     for name, (is_pkg, src) in modules().items():
-        code = marshal.dumps(compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0))  # asserts kept, as in the sandbox
+        code = marshal.dumps(_code(name, files()[name][1], src))
         text = src.encode("utf-8")
         head.append([name, is_pkg, len(code), len(text)])
         parts += [code, text]
     head_bytes = json.dumps({"magic": MAGIC_NUMBER.hex(), "modules": head}).encode()
     return str(len(head_bytes)).encode() + b"\n" + head_bytes + b"".join(parts)
+
+
+def _code(name: str, path: Path | None, src: str) -> CodeType:
+    """The module's code object, its file named <name> (not the host's path) in every function's
+    code. Compiled with optimize=0 (asserts kept, as the sandbox would compile it). Compiling all
+    of the agent takes ~80 ms of a process's first session, on a thread that holds the GIL while
+    the session's own thread waits for the engine (the payload 539 KB, 2026-11-28); so where this
+    process compiles with optimize=0 anyway, the code comes from the cache Python's own import
+    keeps beside the file (__pycache__, checked against the source's mtime and size as an import
+    checks it, and written there if missing as an import writes it): ~10 ms. That cache is as
+    trusted as the source beside it, which this process imports too (runner/lent.py)."""
+    code = None
+    if path is not None and not sys.flags.optimize:
+        from importlib.machinery import SourceFileLoader
+
+        try:
+            code = SourceFileLoader(name, str(path)).get_code(name)
+        except (ImportError, OSError, SyntaxError, ValueError, EOFError):
+            code = None
+    if code is None:
+        return compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0)
+    return _renamed(code, f"<{name}>")
+
+
+def _renamed(code: CodeType, filename: str) -> CodeType:
+    consts = tuple(_renamed(c, filename) if isinstance(c, CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
 
 
 def prepare() -> None:

@@ -183,3 +183,28 @@ def test_the_code_objects_keep_their_asserts_whatever_this_process_runs_with():
             "    at += c + s\n")
     out = subprocess.run([sys.executable, "-O", "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True"], out.stderr[-2000:]
+
+
+def test_the_code_objects_are_the_sources_compiled_and_name_no_host_path():
+    """The code objects come from the cache Python's import keeps (__pycache__) where it has one:
+    each must be what compiling the source sent beside it makes, and every function's code must
+    name the module (<runner_agent.x>), not the file on the host."""
+    import json as j
+    import marshal
+
+    data = bundle.payload()
+    n, rest = data.split(b"\n", 1)
+    head, at = j.loads(rest[:int(n)]), int(n)
+    assert len(head["modules"]) == len(bundle.modules())
+
+    def codes(code):
+        yield code
+        for c in code.co_consts:
+            if isinstance(c, type(code)):
+                yield from codes(c)
+
+    for name, _, c, s in head["modules"]:
+        code, src = marshal.loads(rest[at:at + c]), rest[at + c:at + c + s].decode()
+        at += c + s
+        assert code == compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0), name
+        assert {x.co_filename for x in codes(code)} == {f"<{name}>"}, name
