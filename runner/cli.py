@@ -461,7 +461,15 @@ def parser(group, name, fn, arguments):
     return p
 
 
+def _warn(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning (say, runtimes.RuntimeFallback) as the CLI's other notices: one line on stderr."""
+    err(f"runner: warning: {message}")
+
+
 def main(argv=None) -> None:
+    import warnings
+
+    warnings.showwarning = _warn
     try:
         sys.exit(dispatch(list(sys.argv[1:] if argv is None else argv)))
     except KeyboardInterrupt:  # before a command's own handling starts (its imports): one line

@@ -82,6 +82,36 @@ def managed(client) -> list[dict]:
     return client.api.containers(all=True, filters={"label": f"{L.MANAGED}=true"})
 
 
+def _runtime_row(client, picked: str, default: str) -> tuple[str, str, str]:
+    """The runtime runner picks for sandboxes, tried: one hardened sandbox of the default image
+    runs `true` under it (a runtime listed but unable to run here is given up by each process
+    only after a failed start: executors/docker/runtimes.py)."""
+    import time
+
+    from executors.docker import DockerExecutor
+    from executors.docker.config import SandboxConfig
+
+    image = SandboxConfig().image
+    try:
+        client.images.get(image)
+    except Exception:
+        return ("OK", "sandbox runtime", f"{picked} (not tried: no image {image} yet): sandboxes whose policy names "
+                "no runtime use it")
+    t = time.monotonic()
+    try:
+        with DockerExecutor(client=client, lifecycle="per-call", runtime=picked) as ex:
+            res = ex.run(["true"])
+        why = None if res.exit_code == 0 else f"`true` exited {res.exit_code}: {res.stderr.decode(errors='replace')[:300]}"
+    except Exception as e:
+        why = str(e)[:400]
+    if why is None:
+        return ("OK", "sandbox runtime", f"{picked}: ran a hardened sandbox in {(time.monotonic() - t) * 1000:.0f} ms; "
+                "sandboxes whose policy names no runtime use it")
+    return ("WARN", "sandbox runtime", f"{picked} is listed but could not run a sandbox here ({why}); each process "
+            f"falls back to the engine's default, {default}, after one failed start: remove {picked} from the "
+            "engine's runtimes, or name a runtime in the policy (sandbox.runtime)")
+
+
 def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
     """(OK|WARN|FAIL, what, detail) rows."""
     from executors.errors import EngineUnavailable
@@ -104,7 +134,7 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
 
     picked, default = pick(info), info.get("DefaultRuntime") or "runc"
     if picked:
-        rows.append(("OK", "sandbox runtime", f"{picked}: sandboxes whose policy names no runtime use it"))
+        rows.append(_runtime_row(client, picked, default))
     elif default not in RUNC:
         rows.append(("OK", "sandbox runtime", f"the engine's default, {default}"))
     else:

@@ -64,6 +64,15 @@ def remove_owed() -> None:
             client.close()
 
 
+def _remove_quietly(container) -> None:
+    """Remove a container docker-py made; what the engine will not remove now, stop() sweeps by
+    this executor's label (or owes it to the engine)."""
+    try:
+        container.remove(force=True)
+    except Exception:
+        pass
+
+
 class DockerExecutor(Executor):
     name = "docker"
 
@@ -105,6 +114,13 @@ class DockerExecutor(Executor):
             return chosen(self.config.runtime, "", lambda: self._given_info, cache=False)
         return chosen(self.config.runtime, self.engine, lambda: self.client.info())
 
+    def _under_runtime(self, start):
+        """start(runtime) as runtimes.started runs it: under runtime(), else (that one could not
+        start the container) under the engine's default. StartFailed: the engine would not."""
+        from .runtimes import started
+
+        return started(self.runtime(), self.config.runtime, "" if self._given_client else self.engine, start)
+
     @property
     def client(self):
         if self._client is None:
@@ -126,8 +142,12 @@ class DockerExecutor(Executor):
             else:
                 self._remove_owed()  # also connects (once per process and engine address)
             if self.config.lifecycle == "per-session" and self.container is None:
-                self.container = self._create(KEEPALIVE, role="session")
-                self.container.start()
+                from .runtimes import StartFailed
+
+                try:
+                    self.container = self._under_runtime(self._started_session)
+                except StartFailed as e:
+                    raise e.error from None
 
     def stop(self) -> None:
         """Remove the session container and every other container of this executor: one an
@@ -170,6 +190,23 @@ class DockerExecutor(Executor):
             return False
         return True
 
+    def _started_session(self, runtime: str | None):
+        """The session's container, made and started under runtime (runtimes.started)."""
+        import docker.errors
+
+        from .runtimes import StartFailed
+
+        c = self._create(KEEPALIVE, role="session", runtime=runtime)
+        try:
+            c.start()
+        except docker.errors.APIError as e:
+            _remove_quietly(c)
+            raise StartFailed(e) from None
+        except BaseException:
+            _remove_quietly(c)
+            raise
+        return c
+
     def _remove_owed(self, only_if_owed: bool = False) -> None:
         """Remove what this process owes this executor's engine (_owed). only_if_owed: reach the
         engine (docker-py) only when something is owed there."""
@@ -180,12 +217,13 @@ class DockerExecutor(Executor):
         _remove_owed_on(self.client, self.engine)
 
     def _create_args(self, role: str, workdir: str | None = None, env=None, user=None,
-                     own_init: bool = False) -> tuple[dict, dict]:
+                     own_init: bool = False, runtime: str | None = None) -> tuple[dict, dict]:
         """(container, host_config) arguments of one container (hardening.create_kwargs), for
-        docker-py's create_container or wire.create_body alike."""
+        docker-py's create_container or wire.create_body alike. runtime: where the config names
+        none (runtime(), as _under_runtime gives it)."""
         cfg = self.config
         labels = L.make_labels(cfg.session, cfg.ttl, role=role, extra={**cfg.labels, L.EXECUTOR: self.instance})
-        kw, host = create_kwargs(cfg, labels, self.runtime())
+        kw, host = create_kwargs(cfg, labels, runtime)
         if own_init:
             host["init"] = False
         if workdir:
@@ -197,9 +235,9 @@ class DockerExecutor(Executor):
         return kw, host
 
     def _create(self, cmd: list[str], role: str, stdin: bool = False, workdir: str | None = None, env=None, user=None,
-                own_init: bool = False):
+                own_init: bool = False, runtime: str | None = None):
         cfg = self.config
-        kw, host = self._create_args(role, workdir, env, user, own_init)
+        kw, host = self._create_args(role, workdir, env, user, own_init, runtime)
         # use_config_proxy: docker-py would add the proxies of the user's ~/.docker/config.json to
         # the environment, which holds only what the sandbox is given (wire.create_body adds none).
         readonly_paths = host.pop("readonly_paths", None)  # (docker-py's create_host_config has no such argument)
@@ -268,29 +306,41 @@ class DockerExecutor(Executor):
             return self._spawn_container_wire(engine, req)
         import docker.errors
 
+        from .runtimes import StartFailed
+
         started = time.time()
-        c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user,
-                         own_init=req.own_init)
-        try:
-            sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+
+        def make(runtime):
+            c = self._create(req.argv, role="call", stdin=True, workdir=self._cwd(req.cwd), env=req.env, user=req.user,
+                             own_init=req.own_init, runtime=runtime)
             try:
-                c.start()
-            except docker.errors.APIError as e:
-                # The engine refuses to start a container whose user it cannot find (its message
-                # is not always there): tell that apart from an engine failure by looking.
-                c.remove(force=True)
-                failure = self.diagnose_start(req) if req.user else None
-                if failure is None and "unable to find user" in str(e):
-                    failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
-                if failure is None:
-                    raise
-                return FailedProcess(failure)
+                sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+                try:
+                    c.start()
+                except docker.errors.APIError as e:
+                    sock.close()
+                    raise StartFailed(e) from None
+            except BaseException:
+                _remove_quietly(c)  # (else stop() sweeps this executor's label, or owes it to the engine)
+                raise
+            return c, sock
+
+        try:
+            c, sock = self._under_runtime(make)
+        except StartFailed as e:
+            # The engine refuses to start a container whose user it cannot find (its message
+            # is not always there): tell that apart from an engine failure by looking.
+            failure = self.diagnose_start(req) if req.user else None
+            if failure is None and "unable to find user" in str(e.error):
+                failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
+            if failure is None:
+                raise e.error from None
+            return FailedProcess(failure)
+        try:
             return ContainerProcess(c, sock, started)
         except BaseException:
-            try:
-                c.remove(force=True)
-            except Exception:
-                pass  # stop() sweeps this executor's label, or owes it to the engine
+            sock.close()
+            _remove_quietly(c)
             raise
 
     def _spawn_container_wire(self, engine, req: ExecRequest) -> Process:
@@ -298,36 +348,48 @@ class DockerExecutor(Executor):
         container (create_body of the same arguments) and the same failures."""
         from .engine import image_missing
         from .oneshot import remove_container
+        from .runtimes import StartFailed
         from .wire import EngineRefused, create_body
 
         started = time.time()
-        kw, host = self._create_args("call", self._cwd(req.cwd), req.env, req.user, req.own_init)
+
+        def make(runtime):
+            kw, host = self._create_args("call", self._cwd(req.cwd), req.env, req.user, req.own_init, runtime)
+            try:
+                cid = engine.json("POST", "/containers/create", create_body(kw, host, req.argv, stdin_open=True))["Id"]
+            except EngineRefused as e:
+                if e.status == 404 and "image" in e.message.lower():
+                    raise image_missing(self.config.image) from None
+                raise
+            try:
+                sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
+            except BaseException:
+                remove_container(engine, cid)  # (stop() sweeps this executor's label, or owes it to the engine)
+                raise
+            try:
+                engine.json("POST", f"/containers/{cid}/start")
+            except BaseException as e:  # (an interrupt, the engine gone)
+                sock.close()
+                remove_container(engine, cid)
+                if isinstance(e, EngineRefused):
+                    raise StartFailed(e) from None
+                raise
+            return cid, sock, early
+
         try:
-            cid = engine.json("POST", "/containers/create", create_body(kw, host, req.argv, stdin_open=True))["Id"]
-        except EngineRefused as e:
-            if e.status == 404 and "image" in e.message.lower():
-                raise image_missing(self.config.image) from None
-            raise
-        try:
-            sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
-        except BaseException:
-            remove_container(engine, cid)  # (stop() sweeps this executor's label, or owes it to the engine)
-            raise
-        try:
-            engine.json("POST", f"/containers/{cid}/start")
-            return EngineContainerProcess(engine, cid, sock, early, started)
-        except EngineRefused as e:
+            cid, sock, early = self._under_runtime(make)
+        except StartFailed as e:
             # The engine refuses to start a container whose user it cannot find (its message
             # is not always there): tell that apart from an engine failure by looking.
-            sock.close()
-            remove_container(engine, cid)
             failure = self.diagnose_start(req) if req.user else None
-            if failure is None and "unable to find user" in e.message:
+            if failure is None and "unable to find user" in str(e.error):
                 failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
             if failure is None:
-                raise
+                raise e.error from None
             return FailedProcess(failure)
-        except BaseException:  # (an interrupt, the engine gone, no thread for the reader)
+        try:
+            return EngineContainerProcess(engine, cid, sock, early, started)
+        except BaseException:  # (no thread for the reader, an interrupt)
             sock.close()
             remove_container(engine, cid)
             raise

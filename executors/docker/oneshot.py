@@ -46,12 +46,24 @@ def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None) ->
 def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
         on_output: Callable[[str, bytes], None], timeout: float | None = None) -> Outcome:
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
-    comes; stdin is copied in until its end. The container is gone when this returns or raises."""
+    comes; stdin is copied in until its end. The container is gone when this returns or raises.
+    Under crun where the engine offers it, else (crun could not start it) the engine's default
+    (runtimes.started: nothing of the command had run)."""
+    from .runtimes import StartFailed, chosen, started
+
+    key = engine.base_url or ""
+    runtime = chosen(cfg.runtime, key, lambda: engine.json("GET", "/info"))
+    try:
+        return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout))
+    except StartFailed as e:
+        raise e.error from None
+
+
+def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout) -> Outcome:
     from .engine import image_missing
-    from .runtimes import chosen
 
     instance = os.urandom(6).hex()
-    body = body_for(cfg, argv, instance, chosen(cfg.runtime, engine.base_url or "", lambda: engine.json("GET", "/info")))
+    body = body_for(cfg, argv, instance, runtime)
     cid = None
     in_flight = True  # a create may have reached the engine without its answer reaching us
     try:
@@ -71,6 +83,9 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
 
 
 def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float) -> Outcome:
+    """StartFailed: the engine would not start it (but for want of its user or group)."""
+    from .runtimes import StartFailed
+
     try:
         sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin=1&stdout=1&stderr=1")
         try:
@@ -80,7 +95,7 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
                 reason = ("unknown-user" if "unable to find user" in e.message
                           else "unknown-group" if "unable to find group" in e.message else None)
                 if reason is None:
-                    raise
+                    raise StartFailed(e) from None
                 on_output("stderr", start_failure_message(reason, argv[0], None, cfg.user).encode() + b"\n")
                 return Outcome(NOT_STARTED_EXIT)
             _feed(sock, stdin)

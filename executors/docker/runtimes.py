@@ -15,17 +15,31 @@ installs and registers crun, and runs one sandbox under it first.
 What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info(); a
 client handed in: once per executor),
 and the same answer serves runner/channel.py.
+
+A runtime this module chose is never worse than the engine's default: a container it could not
+start (the engine's "OCI runtime create failed", as crun registered by hand on a host it cannot run
+on: cgroups in hybrid mode, a missing binary) is made again under the default, and if that one
+starts, the engine's default serves that engine for the rest of the process (fell_back), with a
+RuntimeFallback warning. A container the default cannot start either was not the runtime's fault:
+that error is the caller's, and the choice stands. A runtime a config names is never replaced.
 """
 from __future__ import annotations
 
 import threading
-from typing import Callable
+import warnings
+from typing import Callable, TypeVar
 
 PREFERRED = "crun"
 RUNC = ("runc", "io.containerd.runc.v2")  # an engine's default that crun stands in for
 
 _info: dict[str, dict] = {}  # engine key -> its `docker info`
+_refused: dict[str, str] = {}  # engine key -> why the runtime chosen for it could not start a container
 _lock = threading.Lock()
+T = TypeVar("T")
+
+
+class RuntimeFallback(RuntimeWarning):
+    """The runtime chosen for an engine could not start a sandbox there; its default serves it now."""
 
 
 def engine_info(key: str, fetch: Callable[[], dict]) -> dict:
@@ -46,6 +60,8 @@ def chosen(configured: str | None, key: str, fetch: Callable[[], dict], cache: b
     cache: False for an info that is not the engine at `key` (a client handed in)."""
     if configured:
         return configured
+    if key in _refused:
+        return None
     try:
         info = engine_info(key, fetch) if cache else fetch()
     except Exception:
@@ -61,3 +77,52 @@ def pick(info: dict) -> str | None:
     if default not in RUNC:
         return None
     return PREFERRED if PREFERRED in (info.get("Runtimes") or {}) else None
+
+
+def blames(error: BaseException) -> bool:
+    """Whether an engine's refusal to start a container may be its runtime's own failure (the
+    runtime did not create the container's process: nothing of the command ran)."""
+    return "OCI runtime" in str(error)
+
+
+class StartFailed(Exception):
+    """The engine would not start a container: `error`, what it said. Raised by the start given to
+    started(), once that container is removed again."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def started(runtime: str | None, configured: str | None, key: str, start: Callable[[str | None], T]) -> T:
+    """start(runtime): make and start one container under runtime (None: the engine's default);
+    StartFailed if the engine would not start it. Where runtime is this module's choice (no config
+    named one) and blames() that failure, once more under the engine's default; if that one
+    starts, the choice is given up for the engine at key (fell_back). StartFailed otherwise: the
+    last start's."""
+    try:
+        return start(runtime)
+    except StartFailed as e:
+        if configured or runtime is None or not blames(e.error):
+            raise
+        first = e.error
+    result = start(None)
+    fell_back(key, runtime, str(first))
+    return result
+
+
+def fell_back(key: str, runtime: str, why: str) -> None:
+    """runtime could not start a container on the engine at key, which its default then started:
+    its default from now on in this process, and a warning (once per engine)."""
+    with _lock:
+        first = key not in _refused
+        _refused[key] = why
+    if first:
+        warnings.warn(f"{runtime} could not start a sandbox on this Docker engine ({why.strip()[:400]}); sandboxes "
+                      "run under the engine's default runtime instead (`runner doctor` checks it; a policy's "
+                      "sandbox.runtime or --runtime names one)", RuntimeFallback, stacklevel=3)
+
+
+def refused(key: str) -> str | None:
+    """Why the runtime chosen for the engine at key was given up in this process (fell_back), or None."""
+    return _refused.get(key)

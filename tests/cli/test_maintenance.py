@@ -54,7 +54,7 @@ def test_doctor_reports_engine_and_images(run_cli):
     out = p.stdout.decode()
     assert p.returncode == 0, out
     assert "[OK  ] engine: Docker" in out and "[OK  ] image runner/base:latest" in out and "seccomp" in out
-    assert "[OK  ] sandbox runtime: crun" in out, out  # (set-up registers it where it runs)
+    assert "[OK  ] sandbox runtime: crun: ran a hardened sandbox" in out, out  # (set-up registers it where it runs)
 
 
 def test_doctor_without_engine_fails_with_a_fix(run_cli, tmp_path):

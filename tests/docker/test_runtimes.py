@@ -159,3 +159,149 @@ def test_the_hosts_oom_killer_takes_a_sandbox_first(docker_client, no_leaks, cru
     with DockerExecutor(lifecycle="per-call", runtime=runtime, labels={"runner.test": "runtimes"}) as ex:
         res = ex.run(["sh", "-c", "cat /proc/1/oom_score_adj /proc/self/oom_score_adj"])
     assert res.stdout.split() == [str(OOM_SCORE_ADJ).encode()] * 2, res
+
+
+# -- a runtime the engine lists that cannot start a container ------------------------------------
+BROKEN = "runner-test-broken"
+DAEMON_JSON = "/etc/docker/daemon.json"
+
+
+def _register(name: str, path: str | None) -> None:
+    """Add (path) or remove (None) a runtime in the engine's daemon.json, and have dockerd reload it
+    (SIGHUP), as scripts/setup.sh registers crun."""
+    import json
+    import os
+
+    cfg = json.load(open(DAEMON_JSON)) if os.path.exists(DAEMON_JSON) and os.path.getsize(DAEMON_JSON) else {}
+    runtimes_ = cfg.setdefault("runtimes", {})
+    if path is None:
+        runtimes_.pop(name, None)
+    else:
+        runtimes_[name] = {"path": path}
+    with open(DAEMON_JSON + ".runner-test", "w") as f:
+        json.dump(cfg, f, indent=2)
+    os.replace(DAEMON_JSON + ".runner-test", DAEMON_JSON)
+    pid = subprocess.run(["pgrep", "-xo", "dockerd"], capture_output=True, text=True).stdout.strip()
+    assert pid, "no dockerd to reload"
+    os.kill(int(pid), signal.SIGHUP)
+
+
+def _listed(docker_client, name: str, want: bool) -> None:
+    import time
+
+    deadline = time.monotonic() + 30
+    while (name in (docker_client.info().get("Runtimes") or {})) != want:
+        assert time.monotonic() < deadline, f"dockerd did not reload its runtimes ({name} listed: {not want})"
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def broken_runtime_preferred(docker_client, monkeypatch):
+    """A runtime the engine lists that can start no container (/bin/false), made the one runtimes
+    takes where the engine offers it: as crun registered by hand on a host it cannot run on (this
+    machine's hybrid cgroups were such a host for crun 1.8 until set-up mounted hugetlb as v1)."""
+    import os
+
+    if os.geteuid() != 0 or not os.path.isdir(os.path.dirname(DAEMON_JSON)):
+        pytest.skip("registering a runtime needs root and the engine's /etc/docker (scripts/setup.sh's engine)")
+    _register(BROKEN, "/bin/false")
+    try:
+        _listed(docker_client, BROKEN, True)
+        monkeypatch.setattr(runtimes, "PREFERRED", BROKEN)
+        with mock.patch.dict(runtimes._info, clear=True), mock.patch.dict(runtimes._refused, clear=True):
+            yield
+    finally:
+        _register(BROKEN, None)
+        _listed(docker_client, BROKEN, False)
+
+
+def _no_broken_left(docker_client) -> None:
+    left = [c["Id"][:12] for c in docker_client.api.containers(all=True, filters={"label": L.MANAGED})
+            if docker_client.api.inspect_container(c["Id"])["HostConfig"]["Runtime"] == BROKEN]
+    assert not left, f"containers made under the broken runtime were left: {left}"
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("path", ["per-call", "per-call-sdk", "per-session"])
+def test_a_chosen_runtime_that_cannot_start_a_sandbox_gives_way_to_the_engines_default(
+        docker_client, no_leaks, broken_runtime_preferred, path):
+    """The runtime runner chose (no config named one) could not start the container: it is made
+    again under the engine's default, which serves the engine from then on, with a warning. Each
+    path that makes an executor's containers: wire.py's per-call, docker-py's, the session's."""
+    from executors.docker import DockerExecutor
+
+    kw = {"client": docker_client} if path == "per-call-sdk" else {}
+    lifecycle = "per-session" if path == "per-session" else "per-call"
+    with pytest.warns(runtimes.RuntimeFallback, match=BROKEN):
+        with DockerExecutor(lifecycle=lifecycle, labels={"runner.test": "runtimes"}, **kw) as ex:
+            res = ex.run(["sh", "-c", "echo ran; cat /proc/1/cgroup >/dev/null"])
+            assert (res.exit_code, res.stdout) == (0, b"ran\n"), res
+            assert ex.runtime() is None  # the engine's default from now on
+            again = ex.run(["echo", "again"])
+            assert again.stdout == b"again\n"
+    assert runtimes.refused("" if path == "per-call-sdk" else ex.engine)
+    _no_broken_left(docker_client)
+
+
+@pytest.mark.docker
+def test_runner_exec_and_a_session_give_way_to_the_engines_default(docker_client, no_leaks, broken_runtime_preferred):
+    """runner exec's path (oneshot.py) runs the command once, under the default, its stdin
+    whole; a Runner's session sandbox (the agent as the container's init) starts."""
+    import io
+
+    from executors.docker import oneshot
+    from executors.docker.config import SandboxConfig
+    from executors.docker.wire import Engine, socket_path
+    from runner import Runner
+
+    got = []
+    with pytest.warns(runtimes.RuntimeFallback):
+        out = oneshot.run(Engine(socket_path()), SandboxConfig(labels={"runner.test": "runtimes"}), ["cat"],
+                          stdin=io.BytesIO(b"fed once\n"), on_output=lambda stream, data: got.append(data))
+    assert (out.exit_code, b"".join(got)) == (0, b"fed once\n")
+    with Runner(executor="docker", workspace=".", preset="all") as r:  # (the engine's default already)
+        assert r.call("bash", {"command": "echo hi"}).text == "hi\n"
+    _no_broken_left(docker_client)
+
+
+@pytest.mark.docker
+def test_runner_exec_says_in_one_line_that_it_gave_way(docker_client, no_leaks, broken_runtime_preferred, capfd):
+    """The CLI's notice of the fallback: one line on stderr, as its other notices are."""
+    from runner import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["exec", "--", "echo", "hi"])
+    out, err = capfd.readouterr()
+    assert (ended.value.code, out) == (0, "hi\n")
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"runner: warning: {BROKEN} could not start a sandbox"), err
+    _no_broken_left(docker_client)
+
+
+@pytest.mark.docker
+def test_a_start_the_default_cannot_make_either_keeps_the_choice(docker_client, no_leaks, broken_runtime_preferred):
+    """A container the engine's default cannot start either was not the chosen runtime's fault:
+    the caller gets the default's own error (here its working directory is a file), and the
+    choice stands."""
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    with DockerExecutor(lifecycle="per-call", labels={"runner.test": "runtimes"}, init=False) as ex:
+        with pytest.raises(Exception, match="not a directory"):
+            ex.exec(ExecRequest(argv=["true"], cwd="/etc/passwd"))
+        assert ex.runtime() == BROKEN
+    assert runtimes.refused(ex.engine) is None
+    _no_broken_left(docker_client)
+
+
+@pytest.mark.docker
+def test_runner_doctor_tries_the_runtime_it_would_pick(docker_client, no_leaks, broken_runtime_preferred):
+    """`runner doctor` runs one hardened sandbox under the runtime it reports, and says when the
+    engine lists one that cannot run here (which the engine's own `docker info` cannot tell)."""
+    from runner.maintenance import doctor
+
+    rows = {what: (state, detail) for state, what, detail in doctor()}
+    state, detail = rows["sandbox runtime"]
+    assert state == "WARN" and detail.startswith(f"{BROKEN} is listed but could not run a sandbox here"), detail
+    assert "OCI runtime" in detail and "falls back to the engine's default, runc" in detail, detail
+    _no_broken_left(docker_client)
