@@ -25,6 +25,7 @@ import functools
 import importlib
 import json
 import marshal
+import os
 import sys
 import threading
 from pathlib import Path
@@ -101,8 +102,9 @@ def agent_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=1)
-def files() -> dict[str, tuple[bool, Path | None]]:
-    """{module name in the bundle: (is a package, its file)}: runner/toolbox and what SHIPPED names."""
+def _sources() -> dict[str, tuple[bool, Path | None, bytes, "os.stat_result | None"]]:
+    """{module name in the bundle: (is a package, its file, its bytes, the file's stat as they were
+    read)}: runner/toolbox and what SHIPPED names."""
     found: dict[str, tuple[bool, Path | None]] = {PACKAGE: (True, None)}
     for f in sorted(agent_dir().glob("*.py")):
         if f.name == "__init__.py":
@@ -111,13 +113,22 @@ def files() -> dict[str, tuple[bool, Path | None]]:
             found[f"{PACKAGE}.{f.stem}"] = (False, f)
     for name, module in SHIPPED.items():
         found[f"{PACKAGE}.{name}"] = (False, Path(importlib.import_module(module).__file__))
-    return found
+    out = {}
+    for name, (is_pkg, f) in found.items():
+        if f is None:
+            out[name] = (is_pkg, None, b"", None)
+            continue
+        with open(f, "rb") as fh:
+            out[name] = (is_pkg, f, fh.read(), os.fstat(fh.fileno()))
+    return out
 
 
 @functools.lru_cache(maxsize=1)
 def modules() -> dict[str, tuple[bool, str]]:
-    """{module name in the bundle: (is a package, source)}."""
-    return {name: (is_pkg, f.read_text() if f is not None else "") for name, (is_pkg, f) in files().items()}
+    """{module name in the bundle: (is a package, source)}, decoded as an import decodes it."""
+    from importlib.util import decode_source
+
+    return {name: (is_pkg, decode_source(data)) for name, (is_pkg, _, data, _) in _sources().items()}
 
 
 _lock = threading.Lock()  # held while the payload is built
@@ -131,7 +142,7 @@ def payload() -> bytes:
     has this one's bytecode (the magic number) runs the code objects, any other compiles the
     sources: compiling the agent took 47-53 ms of a sandbox's CPU at each start (measured in
     runner/base), unmarshalling it 1.4 ms. Built once per process, by the first caller (prepare()):
-    ~20 ms with the code objects from __pycache__, ~80 without (_code)."""
+    ~12 ms with the code objects from __pycache__, ~80 without (_code)."""
     with _lock:
         return _payload()
 
@@ -142,7 +153,8 @@ def _payload() -> bytes:
 
     head, parts = [], []
     for name, (is_pkg, src) in modules().items():
-        code = marshal.dumps(_code(name, files()[name][1], src))
+        _, path, data, st = _sources()[name]
+        code = marshal.dumps(_code(name, path, data, st))
         text = src.encode("utf-8")
         head.append([name, is_pkg, len(code), len(text)])
         parts += [code, text]
@@ -150,26 +162,80 @@ def _payload() -> bytes:
     return str(len(head_bytes)).encode() + b"\n" + head_bytes + b"".join(parts)
 
 
-def _code(name: str, path: Path | None, src: str) -> CodeType:
-    """The module's code object, its file named <name> (not the host's path) in every function's
-    code. Compiled with optimize=0 (asserts kept, as the sandbox would compile it). Compiling all
-    of the agent takes ~80 ms of a process's first session, on a thread that holds the GIL while
-    the session's own thread waits for the engine (the payload 539 KB, 2026-11-28); so where this
-    process compiles with optimize=0 anyway, the code comes from the cache Python's own import
-    keeps beside the file (__pycache__, checked against the source's mtime and size as an import
-    checks it, and written there if missing as an import writes it): ~10 ms. That cache is as
-    trusted as the source beside it, which this process imports too (runner/lent.py)."""
-    code = None
-    if path is not None and not sys.flags.optimize:
-        from importlib.machinery import SourceFileLoader
+def _code(name: str, path: Path | None, data: bytes, st) -> CodeType:
+    """The module's code object (of data, the file's bytes as the payload ships them), its file
+    named <name> (not the host's path) in every function's code. Compiled with optimize=0 (asserts
+    kept, as the sandbox would compile it). Compiling all of the agent takes ~80 ms of a process's
+    first session, on a thread that holds the GIL while the session's own thread waits for the
+    engine (the payload 539 KB, 2026-11-28); so where this process compiles with optimize=0 anyway,
+    the code comes from the cache Python's own import keeps beside the file (__pycache__) when that
+    is of these very bytes (_cached), else it is compiled and written there as an import writes it
+    (unless PYTHONDONTWRITEBYTECODE): ~10 ms. That cache is as trusted as the source beside it,
+    which this process imports too (runner/lent.py)."""
+    if path is None or sys.flags.optimize:
+        return compile(data, f"<{name}>", "exec", dont_inherit=True, optimize=0)
+    from importlib.util import cache_from_source
 
-        try:
-            code = SourceFileLoader(name, str(path)).get_code(name)
-        except (ImportError, OSError, SyntaxError, ValueError, EOFError):
-            code = None
+    pyc = cache_from_source(str(path))
+    code = _cached(pyc, data, st)
     if code is None:
-        return compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0)
+        code = compile(data, str(path), "exec", dont_inherit=True, optimize=0)
+        if not sys.dont_write_bytecode:
+            _write_cache(pyc, code, st)
     return _renamed(code, f"<{name}>")
+
+
+def _cached(pyc: str, data: bytes, st) -> "CodeType | None":
+    """The code in pyc if it was compiled from data (PEP 552: a hash-based pyc's hash of the source,
+    checked or not; a timestamp pyc's mtime and size, those of the file data was read from); None
+    if not, or unreadable."""
+    from importlib.util import MAGIC_NUMBER, source_hash
+
+    try:
+        with open(pyc, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    if len(raw) < 16 or raw[:4] != MAGIC_NUMBER:
+        return None
+    flags = int.from_bytes(raw[4:8], "little")
+    if flags & ~0b11:
+        return None
+    if flags & 0b1:
+        fresh = raw[8:16] == source_hash(data)
+    else:
+        fresh = (int.from_bytes(raw[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                 and int.from_bytes(raw[12:16], "little") == st.st_size & 0xFFFFFFFF)
+    if not fresh:
+        return None
+    try:
+        code = marshal.loads(raw[16:])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return code if isinstance(code, CodeType) else None
+
+
+def _write_cache(pyc: str, code: CodeType, st) -> None:
+    """A timestamp pyc of code (PEP 552) at pyc, written whole (a temporary name, then a rename) as
+    an import writes it; nothing if it cannot be (a read-only install)."""
+    from importlib.util import MAGIC_NUMBER
+
+    body = (MAGIC_NUMBER + (0).to_bytes(4, "little") + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+            + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little") + marshal.dumps(code))
+    tmp = f"{pyc}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(pyc), mode=0o755, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, (st.st_mode & 0o666) | 0o200)
+        try:
+            os.write(fd, body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, pyc)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _renamed(code: CodeType, filename: str) -> CodeType:

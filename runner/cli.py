@@ -461,15 +461,23 @@ def parser(group, name, fn, arguments):
     return p
 
 
-def _warn(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning (say, runtimes.RuntimeFallback) as the CLI's other notices: one line on stderr."""
-    err(f"runner: warning: {message}")
+def _warn_with(show):
+    """warnings.showwarning that gives runtimes.RuntimeFallback as the CLI's other notices (one line
+    on stderr) and any other warning to show (the one it replaces)."""
+    def warn(message, category, filename, lineno, file=None, line=None) -> None:
+        if category.__name__ == "RuntimeFallback":
+            err(f"runner: warning: {message}")
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return warn
 
 
 def main(argv=None) -> None:
     import warnings
 
-    warnings.showwarning = _warn
+    shown = warnings.showwarning
+    warnings.showwarning = _warn_with(shown)
     try:
         sys.exit(dispatch(list(sys.argv[1:] if argv is None else argv)))
     except KeyboardInterrupt:  # before a command's own handling starts (its imports): one line
@@ -480,6 +488,8 @@ def main(argv=None) -> None:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (the exit's flush then fails quietly)
         sys.exit(1)
+    finally:
+        warnings.showwarning = shown
 
 
 def dispatch(argv: list) -> int:

@@ -84,11 +84,11 @@ def managed(client) -> list[dict]:
 
 def _runtime_row(client, picked: str, default: str) -> tuple[str, str, str]:
     """The runtime runner picks for sandboxes, tried: one hardened sandbox of the default image
-    runs `true` under it (a runtime listed but unable to run here is given up by each process
-    only after a failed start: executors/docker/runtimes.py)."""
+    runs `true` under it, and where that fails, under the engine's default too (a runtime listed
+    but unable to run here is given up by each process only after a failed start:
+    executors/docker/runtimes.py)."""
     import time
 
-    from executors.docker import DockerExecutor
     from executors.docker.config import SandboxConfig
 
     image = SandboxConfig().image
@@ -98,18 +98,32 @@ def _runtime_row(client, picked: str, default: str) -> tuple[str, str, str]:
         return ("OK", "sandbox runtime", f"{picked} (not tried: no image {image} yet): sandboxes whose policy names "
                 "no runtime use it")
     t = time.monotonic()
-    try:
-        with DockerExecutor(client=client, lifecycle="per-call", runtime=picked) as ex:
-            res = ex.run(["true"])
-        why = None if res.exit_code == 0 else f"`true` exited {res.exit_code}: {res.stderr.decode(errors='replace')[:300]}"
-    except Exception as e:
-        why = str(e)[:400]
+    why = _try_runtime(client, picked)
     if why is None:
         return ("OK", "sandbox runtime", f"{picked}: ran a hardened sandbox in {(time.monotonic() - t) * 1000:.0f} ms; "
                 "sandboxes whose policy names no runtime use it")
+    if _try_runtime(client, default) is not None:
+        return ("WARN", "sandbox runtime", f"{picked}: no hardened sandbox ran under it nor under the engine's default, "
+                f"{default} ({why}): not the runtime's doing; see the rows below")
     return ("WARN", "sandbox runtime", f"{picked} is listed but could not run a sandbox here ({why}); each process "
             f"falls back to the engine's default, {default}, after one failed start: remove {picked} from the "
             "engine's runtimes, or name a runtime in the policy (sandbox.runtime)")
+
+
+def _try_runtime(client, runtime: str) -> str | None:
+    """None if one hardened sandbox ran `true` under runtime within 30 s, else what went wrong."""
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    try:
+        with DockerExecutor(client=client, lifecycle="per-call", runtime=runtime) as ex:
+            res = ex.exec(ExecRequest(argv=["true"], timeout=30))
+    except Exception as e:
+        return str(e)[:400]
+    if res.exit_code == 0:
+        return None
+    return ("timed out after 30 s" if res.timed_out else
+            f"`true` exited {res.exit_code}: {res.stderr.decode(errors='replace').strip()[:300]}")
 
 
 def doctor(host: str | None = None) -> list[tuple[str, str, str]]:

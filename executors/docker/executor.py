@@ -111,7 +111,7 @@ class DockerExecutor(Executor):
         if self._given_client:  # (its engine is the client's: asked once per executor)
             if self._given_info is None:
                 self._given_info = self.client.info()
-            return chosen(self.config.runtime, "", lambda: self._given_info, cache=False)
+            return chosen(self.config.runtime, f"client {self.client.api.base_url}", lambda: self._given_info, cache=False)
         return chosen(self.config.runtime, self.engine, lambda: self.client.info())
 
     def _under_runtime(self, start):
@@ -119,7 +119,8 @@ class DockerExecutor(Executor):
         start the container) under the engine's default. StartFailed: the engine would not."""
         from .runtimes import started
 
-        return started(self.runtime(), self.config.runtime, "" if self._given_client else self.engine, start)
+        key = f"client {self.client.api.base_url}" if self._given_client else self.engine
+        return started(self.runtime(), self.config.runtime, key, start)
 
     @property
     def client(self):

@@ -79,10 +79,18 @@ def pick(info: dict) -> str | None:
     return PREFERRED if PREFERRED in (info.get("Runtimes") or {}) else None
 
 
+# What the engine says of a start that any runtime would refuse (the request's own fault: its
+# command, working directory or user), in runc's words or crun's: no reason to try another.
+REQUEST_FAULTS = ("executable file", "chdir", "cwd", "not a directory", "permission denied", "unable to find user",
+                  "unable to find group")
+
+
 def blames(error: BaseException) -> bool:
-    """Whether an engine's refusal to start a container may be its runtime's own failure (the
-    runtime did not create the container's process: nothing of the command ran)."""
-    return "OCI runtime" in str(error)
+    """Whether an engine's refusal to start a container may be its runtime's own failure: the
+    runtime would not create the container ("OCI runtime create failed": nothing of the command
+    ran), for no fault of the request's (REQUEST_FAULTS)."""
+    text = str(error)
+    return "OCI runtime create failed" in text and not any(f in text.lower() for f in REQUEST_FAULTS)
 
 
 class StartFailed(Exception):
@@ -118,9 +126,12 @@ def fell_back(key: str, runtime: str, why: str) -> None:
         first = key not in _refused
         _refused[key] = why
     if first:
-        warnings.warn(f"{runtime} could not start a sandbox on this Docker engine ({why.strip()[:400]}); sandboxes "
-                      "run under the engine's default runtime instead (`runner doctor` checks it; a policy's "
-                      "sandbox.runtime or --runtime names one)", RuntimeFallback, stacklevel=3)
+        try:
+            warnings.warn(f"{runtime} could not start a sandbox on this Docker engine ({why.strip()[:400]}); "
+                          "sandboxes run under the engine's default runtime instead (`runner doctor` checks it; a "
+                          "policy's sandbox.runtime or --runtime names one)", RuntimeFallback, stacklevel=3)
+        except Exception:  # (warnings made errors, a stderr gone): the container has started and is
+            pass  # its caller's to use or remove; raised here, it would be no one's
 
 
 def refused(key: str) -> str | None:

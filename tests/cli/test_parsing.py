@@ -117,3 +117,23 @@ def test_what_is_printed_has_no_control_characters(tmp_path):
         p = run(*args)
         assert p.returncode == 0 and "\\x1b[2J" in p.stdout, (args, p.stdout, p.stderr)
         assert "\x1b" not in p.stdout and "\x07" not in p.stdout, args
+
+
+def test_the_cli_gives_a_runtime_fallback_in_one_line_and_every_other_warning_as_before(capsys):
+    """main() shows runtimes.RuntimeFallback as its other notices and hands any other warning to
+    the showwarning it found, which is back in place when main() returns."""
+    import warnings
+
+    from executors.docker.runtimes import RuntimeFallback
+    from runner import cli
+
+    seen = []
+    show = cli._warn_with(lambda message, category, *rest: seen.append((str(message), category)))
+    show(RuntimeFallback("crun could not start a sandbox"), RuntimeFallback, "f.py", 1)
+    show(UserWarning("something else"), UserWarning, "f.py", 2)
+    assert capsys.readouterr().err == "runner: warning: crun could not start a sandbox\n"
+    assert seen == [("something else", UserWarning)]
+    before = warnings.showwarning
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert warnings.showwarning is before

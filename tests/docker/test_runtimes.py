@@ -3,9 +3,12 @@ the engine offers it, the config's where it names one, the engine's default othe
 real engine's containers made that way by each path that makes them."""
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from unittest import mock
 
 import pytest
@@ -166,31 +169,29 @@ BROKEN = "runner-test-broken"
 DAEMON_JSON = "/etc/docker/daemon.json"
 
 
-def _register(name: str, path: str | None) -> None:
-    """Add (path) or remove (None) a runtime in the engine's daemon.json, and have dockerd reload it
-    (SIGHUP), as scripts/setup.sh registers crun."""
-    import json
-    import os
-
-    cfg = json.load(open(DAEMON_JSON)) if os.path.exists(DAEMON_JSON) and os.path.getsize(DAEMON_JSON) else {}
-    runtimes_ = cfg.setdefault("runtimes", {})
-    if path is None:
-        runtimes_.pop(name, None)
-    else:
-        runtimes_[name] = {"path": path}
-    with open(DAEMON_JSON + ".runner-test", "w") as f:
-        json.dump(cfg, f, indent=2)
-    os.replace(DAEMON_JSON + ".runner-test", DAEMON_JSON)
+def _reload_dockerd() -> None:
     pid = subprocess.run(["pgrep", "-xo", "dockerd"], capture_output=True, text=True).stdout.strip()
     assert pid, "no dockerd to reload"
     os.kill(int(pid), signal.SIGHUP)
 
 
-def _listed(docker_client, name: str, want: bool) -> None:
-    import time
+def _write_whole(path: str, data: bytes, mode: int) -> None:
+    tmp = f"{path}.runner-test-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
 
+
+def _listed(docker_client, name: str) -> bool:
+    return name in (docker_client.info().get("Runtimes") or {})
+
+
+def _await(docker_client, name: str, want: bool) -> None:
     deadline = time.monotonic() + 30
-    while (name in (docker_client.info().get("Runtimes") or {})) != want:
+    while _listed(docker_client, name) != want:
         assert time.monotonic() < deadline, f"dockerd did not reload its runtimes ({name} listed: {not want})"
         time.sleep(0.1)
 
@@ -199,20 +200,33 @@ def _listed(docker_client, name: str, want: bool) -> None:
 def broken_runtime_preferred(docker_client, monkeypatch):
     """A runtime the engine lists that can start no container (/bin/false), made the one runtimes
     takes where the engine offers it: as crun registered by hand on a host it cannot run on (this
-    machine's hybrid cgroups were such a host for crun 1.8 until set-up mounted hugetlb as v1)."""
-    import os
+    machine's hybrid cgroups were such a host for crun 1.8 until set-up mounted hugetlb as v1).
+    Registered in the engine's daemon.json (as scripts/setup.sh registers crun; a reload touches
+    no running container), which is given back byte for byte after."""
+    from executors.docker.wire import DEFAULT_SOCKET, socket_path
 
-    if os.geteuid() != 0 or not os.path.isdir(os.path.dirname(DAEMON_JSON)):
-        pytest.skip("registering a runtime needs root and the engine's /etc/docker (scripts/setup.sh's engine)")
-    _register(BROKEN, "/bin/false")
+    if os.geteuid() != 0 or socket_path() != DEFAULT_SOCKET or not os.path.isdir(os.path.dirname(DAEMON_JSON)):
+        pytest.skip("registering a runtime needs root and this machine's engine (scripts/setup.sh's)")
+    before = open(DAEMON_JSON, "rb").read() if os.path.exists(DAEMON_JSON) else None
+    mode = os.stat(DAEMON_JSON).st_mode & 0o7777 if before is not None else 0o644
+    cfg = json.loads(before) if before and before.strip() else {}
+    cfg.setdefault("runtimes", {})[BROKEN] = {"path": "/bin/false"}
+    _write_whole(DAEMON_JSON, json.dumps(cfg, indent=2).encode(), mode)
     try:
-        _listed(docker_client, BROKEN, True)
+        _reload_dockerd()
+        _await(docker_client, BROKEN, True)
         monkeypatch.setattr(runtimes, "PREFERRED", BROKEN)
         with mock.patch.dict(runtimes._info, clear=True), mock.patch.dict(runtimes._refused, clear=True):
             yield
     finally:
-        _register(BROKEN, None)
-        _listed(docker_client, BROKEN, False)
+        if before is None:
+            os.unlink(DAEMON_JSON)
+        else:
+            _write_whole(DAEMON_JSON, before, mode)
+        _reload_dockerd()
+        deadline = time.monotonic() + 30  # (no assertion here: it would hide the test's own failure)
+        while _listed(docker_client, BROKEN) and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 def _no_broken_left(docker_client) -> None:
@@ -239,7 +253,7 @@ def test_a_chosen_runtime_that_cannot_start_a_sandbox_gives_way_to_the_engines_d
             assert ex.runtime() is None  # the engine's default from now on
             again = ex.run(["echo", "again"])
             assert again.stdout == b"again\n"
-    assert runtimes.refused("" if path == "per-call-sdk" else ex.engine)
+    assert runtimes.refused(f"client {docker_client.api.base_url}" if path == "per-call-sdk" else ex.engine)
     _no_broken_left(docker_client)
 
 

@@ -208,3 +208,46 @@ def test_the_code_objects_are_the_sources_compiled_and_name_no_host_path():
         at += c + s
         assert code == compile(src, f"<{name}>", "exec", dont_inherit=True, optimize=0), name
         assert {x.co_filename for x in codes(code)} == {f"<{name}>"}, name
+
+
+def test_a_cached_code_object_is_used_only_if_it_is_of_the_bytes_shipped(tmp_path, monkeypatch):
+    """The code comes from __pycache__ only when that pyc was compiled from the very bytes the
+    payload ships: an unchecked hash-based pyc (which an import never checks) of an older source
+    is not taken; a missing one is written, as an import writes it, and then taken."""
+    import importlib.util
+    import py_compile
+
+    src = tmp_path / "mod.py"
+    src.write_text("A = 1\n")
+    pyc = importlib.util.cache_from_source(str(src))
+    py_compile.compile(str(src), cfile=pyc, invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    src.write_text("A = 22\n")
+
+    def shipped(path):
+        data = path.read_bytes()
+        code = bundle._code("runner_agent.mod", path, data, os.stat(path))
+        ns: dict = {}
+        exec(code, ns)
+        return ns["A"], code
+
+    assert shipped(src)[0] == 22
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    os.unlink(pyc)
+    value, code = shipped(src)
+    assert value == 22 and os.path.exists(pyc)  # written
+    assert bundle._cached(pyc, src.read_bytes(), os.stat(src)) is not None  # and of these bytes
+    assert shipped(src)[1] == code
+
+
+def test_the_sources_are_read_as_utf_8_whatever_the_locale():
+    """The shipped sources and the code objects agree under any locale: a host whose locale is
+    ASCII read four of the agent's modules (non-ASCII text) as something else, or not at all."""
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    code = ("import locale, runner.bundle as b\n"
+            "print(locale.getpreferredencoding(False))\n"
+            "print(sum(not s.isascii() for _, s in b.modules().values()), len(b.payload()) > 0)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    enc, mods = out.stdout.splitlines()
+    assert enc.lower().replace("-", "") in ("ansi_x3.41968", "ascii"), enc  # (the locale this test means)
+    assert int(mods.split()[0]) >= 1 and mods.split()[1] == "True", mods
