@@ -301,6 +301,17 @@ class DockerExecutor(Executor):
             raise
         return ExecProcess(self.client, self.container.id, ex["Id"], sock, user, started)
 
+    def _not_started(self, req: ExecRequest, e) -> Process:
+        """The engine would not start req's container (runtimes.StartFailed e): a FailedProcess for
+        a user it cannot find (its message is not always there: told apart from an engine
+        failure by looking), else the engine's error raised."""
+        failure = self.diagnose_start(req) if req.user else None
+        if failure is None and "unable to find user" in str(e.error):
+            failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
+        if failure is None:
+            raise e.error from None
+        return FailedProcess(failure)
+
     def _spawn_container(self, req: ExecRequest) -> Process:
         engine = self.wire_engine()
         if engine is not None:
@@ -329,14 +340,7 @@ class DockerExecutor(Executor):
         try:
             c, sock = self._under_runtime(make)
         except StartFailed as e:
-            # The engine refuses to start a container whose user it cannot find (its message
-            # is not always there): tell that apart from an engine failure by looking.
-            failure = self.diagnose_start(req) if req.user else None
-            if failure is None and "unable to find user" in str(e.error):
-                failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
-            if failure is None:
-                raise e.error from None
-            return FailedProcess(failure)
+            return self._not_started(req, e)
         try:
             return ContainerProcess(c, sock, started)
         except BaseException:
@@ -380,14 +384,7 @@ class DockerExecutor(Executor):
         try:
             cid, sock, early = self._under_runtime(make)
         except StartFailed as e:
-            # The engine refuses to start a container whose user it cannot find (its message
-            # is not always there): tell that apart from an engine failure by looking.
-            failure = self.diagnose_start(req) if req.user else None
-            if failure is None and "unable to find user" in str(e.error):
-                failure = start_failure("unknown-user", req.model_copy(update={"user": req.user or self.config.user}))
-            if failure is None:
-                raise e.error from None
-            return FailedProcess(failure)
+            return self._not_started(req, e)
         try:
             return EngineContainerProcess(engine, cid, sock, early, started)
         except BaseException:  # (no thread for the reader, an interrupt)
