@@ -105,19 +105,14 @@ def agent_dir() -> Path:
 def _sources() -> dict[str, tuple[bool, Path | None, bytes, "os.stat_result | None"]]:
     """{module name in the bundle: (is a package, its file, its bytes, the file's stat as they were
     read)}: runner/toolbox and what SHIPPED names."""
-    found: dict[str, tuple[bool, Path | None]] = {PACKAGE: (True, None)}
+    files: list[tuple[str, bool, Path]] = []
     for f in sorted(agent_dir().glob("*.py")):
-        if f.name == "__init__.py":
-            found[PACKAGE] = (True, f)
-        elif f.name != "__main__.py":
-            found[f"{PACKAGE}.{f.stem}"] = (False, f)
+        if f.name != "__main__.py":
+            files.append((PACKAGE, True, f) if f.name == "__init__.py" else (f"{PACKAGE}.{f.stem}", False, f))
     for name, module in SHIPPED.items():
-        found[f"{PACKAGE}.{name}"] = (False, Path(importlib.import_module(module).__file__))
-    out = {}
-    for name, (is_pkg, f) in found.items():
-        if f is None:
-            out[name] = (is_pkg, None, b"", None)
-            continue
+        files.append((f"{PACKAGE}.{name}", False, Path(importlib.import_module(module).__file__)))
+    out: dict = {PACKAGE: (True, None, b"", None)}
+    for name, is_pkg, f in files:
         with open(f, "rb") as fh:
             out[name] = (is_pkg, f, fh.read(), os.fstat(fh.fileno()))
     return out

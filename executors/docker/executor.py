@@ -111,16 +111,19 @@ class DockerExecutor(Executor):
         if self._given_client:  # (its engine is the client's: asked once per executor)
             if self._given_info is None:
                 self._given_info = self.client.info()
-            return chosen(self.config.runtime, f"client {self.client.api.base_url}", lambda: self._given_info, cache=False)
+            return chosen(self.config.runtime, self._runtime_key(), lambda: self._given_info, cache=False)
         return chosen(self.config.runtime, self.engine, lambda: self.client.info())
+
+    def _runtime_key(self) -> str:
+        """The engine as runtimes keys it: its address, or a handed-in client's URL."""
+        return f"client {self.client.api.base_url}" if self._given_client else self.engine
 
     def _under_runtime(self, start):
         """start(runtime) as runtimes.started runs it: under runtime(), else (that one could not
         start the container) under the engine's default. StartFailed: the engine would not."""
         from .runtimes import started
 
-        key = f"client {self.client.api.base_url}" if self._given_client else self.engine
-        return started(self.runtime(), self.config.runtime, key, start)
+        return started(self.runtime(), self.config.runtime, self._runtime_key(), start)
 
     @property
     def client(self):
