@@ -8,6 +8,7 @@ gets no options at all after its allowed prefix, and `git`/`gh` only run the sub
 """
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -99,15 +100,29 @@ def supported(command: str) -> str:
 
 # Options whose values are handed on as words to a command that is run: gh's base and head
 # branches go to `git log BASE...HEAD` and `git push`. (A title or body goes to the API as text,
-# and may start with '-', as a list does.)
+# and may start with '-', as a list does.) Such a value must be a branch name as git would take
+# one (`git check-ref-format --branch`, and a bit stricter): no option (a leading '-'), no path
+# (a leading '/', '..', '//'), nothing git reads as a revision expression. A head may name its
+# fork's owner, `OWNER:BRANCH`, as gh allows.
 PLAIN_VALUES = frozenset({"-B", "--base", "-H", "--head"})
+HEADS = frozenset({"-H", "--head"})
+_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+_NOT_IN_BRANCH = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|//|@\{|^[-/.]|[/.]$|/\.|\.lock$|\.lock/|^@$")
 
 
 def _plain_value(name: str, value: str, label: str) -> None:
-    """Such a value is no option: it may not start with '-'."""
-    if name in PLAIN_VALUES and value.startswith("-"):
-        raise OptionRefused(f"option {name} of {label}: its value {value!r} starts with '-', which the commands "
-                            f"{label} runs would read as an option")
+    """Such a value is a branch name (OWNER:BRANCH for a head), never an option or a path."""
+    if name not in PLAIN_VALUES:
+        return
+    branch = value
+    if name in HEADS and ":" in value:
+        owner, _, branch = value.partition(":")
+        if not _OWNER.match(owner):
+            branch = value  # refused below, for its ':'
+    if not branch or _NOT_IN_BRANCH.search(branch):
+        raise OptionRefused(f"option {name} of {label}: {value!r} is not a branch name (no leading '-', '/' or '.', "
+                            "no '..', '//', '@{', spaces or any of ~^:?*[\\; a head may be OWNER:BRANCH): "
+                            f"the commands {label} runs would read it as an option, a path or a revision")
 
 
 def check_options(args: list[str], spec: Spec, label: str) -> None:
@@ -154,6 +169,11 @@ def check_options(args: list[str], spec: Spec, label: str) -> None:
             if opt is None:
                 raise OptionRefused(f"option -{c} (in {shlex.quote(a)}) is not allowed for {label} "
                                     f"(allowed: {allowed()})")
+            if opt.kind != "flag" and chars[j + 1 : j + 2] == "=":
+                # gh (pflag) reads -o=v as the value v, git as "=v": whichever this program is,
+                # the value checked must be the value it runs with
+                raise OptionRefused(f"option -{c} of {label}: give its value as -{c} VALUE or -{c}VALUE, not "
+                                    f"-{c}=VALUE (programs differ on whether the '=' is part of the value)")
             if opt.kind == "optional":  # git's -uno: the rest of the word is the value, if any
                 value = chars[j + 1 :]
                 if value and opt.values is not None and value not in opt.values:

@@ -31,6 +31,7 @@ import subprocess
 from .errors import RunnerError
 
 MAX_CONFIG = 256 * 1024
+CHECK_WITHIN = 60.0  # seconds the index's check may take at most (a request's own timeout, if shorter)
 
 # Keys (as `git config --list` prints them: section and name lower-case) that name no program,
 # no file and no other repository. Everything else in the workspace's config is refused.
@@ -154,9 +155,9 @@ class Place:
             os.close(fd)
         self.fds = []
 
-    def repository(self) -> tuple[str, str] | None:
+    def repository(self, timeout: float = CHECK_WITHIN) -> tuple[str, str] | None:
         """(work tree, git dir) of the nearest `.git` from here up to the root, checked; None if
-        there is none."""
+        there is none. timeout: seconds the index's check (a git run) may take."""
         for d, fd in zip(reversed(self.dirs), reversed(self.fds), strict=False):
             try:
                 st = os.lstat(".git", dir_fd=fd)
@@ -173,7 +174,7 @@ class Place:
                 check_gitdir(gfd, shown)
             finally:
                 os.close(gfd)
-            check_index(d, fd, shown)
+            check_index(d, fd, shown, timeout)
             return d, shown
         return None
 
@@ -181,7 +182,7 @@ class Place:
 _NO_SUBMODULES = "host commands refuse a repository with submodules (run this one yourself)"
 
 
-def check_index(work_tree: str, fd: int, git_dir: str) -> None:
+def check_index(work_tree: str, fd: int, git_dir: str, timeout: float = CHECK_WITHIN) -> None:
     """Every path of the index is one git itself would have written (git checks a path when it
     adds it, not when it reads the index, which the sandbox can write byte by byte): `/x`, `../x`,
     `x/`, `a//b` and `.git/x` name files outside the work tree or inside a git directory, which
@@ -193,8 +194,11 @@ def check_index(work_tree: str, fd: int, git_dir: str) -> None:
     git = shutil.which("git")
     if git is None:
         raise Unsafe("git is not installed on this host: cannot check the repository's index")
-    p = subprocess.run([git, "ls-files", "--stage", "-z"], env=environment(dict(os.environ), (work_tree, git_dir)),
-                       cwd=fd_path(fd), capture_output=True, timeout=60)
+    try:
+        p = subprocess.run([git, "ls-files", "--stage", "-z"], env=environment(dict(os.environ), (work_tree, git_dir)),
+                           cwd=fd_path(fd), capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Unsafe(f"{git_dir}/index: git did not read it within {timeout:g} s") from None
     if p.returncode != 0:
         raise Unsafe(f"{git_dir}/index does not read: {p.stderr.decode('utf-8', 'replace').strip()[:300]}")
     for entry in p.stdout.split(b"\0"):
@@ -317,6 +321,9 @@ def check_no_links(gfd: int, shown: str) -> None:
                     if e.is_symlink():
                         raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
                                      "the workspace")
+                    if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)):
+                        raise Unsafe(f"{shown}/{path} is neither a file nor a directory (a FIFO, a socket or a "
+                                     "device): git would wait on it or read what no repository holds")
                     if expected is not None and not expected.match(e.name):
                         raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
                                      "cherry-pick, bisect or other operation in progress, no linked worktree, and "

@@ -226,7 +226,7 @@ def main(allow: str, root: str | None = None, command: str | None = None) -> int
             place = hostrepo.Place(os.getcwd(), os.getcwd())
         else:
             place = hostrepo.Place(req.cwd, root)
-        repo = place.repository()
+        repo = place.repository(min(req.timeout, hostrepo.CHECK_WITHIN) if req.timeout else hostrepo.CHECK_WITHIN)
         if repo is None and req.argv[0] == "git":
             raise CommandRefused(f"refused: {place.path} is not in a git repository inside {place.root}")
     except (CommandRefused, hostrepo.Unsafe) as e:

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -135,6 +136,24 @@ ALL = parse_rules("git:push,git:pull,git:fetch,git:status,gh,make:deploy")
     ["gh", "pr", "create", "-B", "--output=/tmp/x"],  # gh runs `git log BASE...HEAD`
     ["gh", "pr", "create", "--base=-x"],
     ["gh", "pr", "create", "-H-x"],
+    # gh (pflag) reads -B=v as the value v, which the check must see: -B=--output=… was a base of
+    # --output=…, and the `git log BASE...HEAD` gh runs wrote any host file the user can write
+    ["gh", "pr", "create", "-B=--output=/tmp/x", "--fill"],
+    ["gh", "pr", "create", "-dB=--output=/tmp/x"],
+    ["gh", "pr", "create", "-H=--x"],
+    ["gh", "pr", "list", "-R=o/r"],
+    ["git", "push", "-o=x"],  # git reads "=x": refused alike, the value checked is the value used
+    ["git", "status", "-u=no"],
+    # a base or a head is a branch name, never a path or a revision expression
+    ["gh", "pr", "create", "-B", "main", "-H", "/../../../victim.sh"],
+    ["gh", "pr", "create", "--head=a/../../b"],
+    ["gh", "pr", "create", "--base", "main~1"],
+    ["gh", "pr", "create", "--base", "a b"],
+    ["gh", "pr", "create", "-Bmain", "-H", "-:x"],
+    ["gh", "pr", "create", "-H", "owner:--output=x"],
+    ["gh", "pr", "create", "-H", "own/er:x"],
+    ["gh", "pr", "list", "--base", "@{-1}"],
+    ["gh", "pr", "create", "--base", ""],
 ])
 def test_options_outside_the_allowlist_are_refused(argv):
     with pytest.raises(CommandRefused) as e:
@@ -155,6 +174,7 @@ def test_options_outside_the_allowlist_are_refused(argv):
     ["gh", "pr", "list", "--limit", "5", "-L5", "--state=merged", "-s", "open", "-R", "o/r"],
     ["gh", "pr", "create", "--title", "Fix (parens) and #1", "-b", "- a list, as a body", "--draft"],
     ["gh", "issue", "view", "12", "--comments"],
+    ["gh", "pr", "create", "-Bmain", "-B", "release/1.0", "--head", "octo-cat:feature/x-y", "--base=v2.x"],
     ["make", "deploy", "prod", "--", "-not-an-option"],  # a command with no subcommand table: its own rules
 ])
 def test_allowed_options_pass(argv):
@@ -272,6 +292,41 @@ def test_a_checked_out_submodule_is_refused_and_a_gitlink_without_one_is_not(rep
     (r / ".git" / "modules" / "x").mkdir(parents=True)
     with pytest.raises(Unsafe, match=re.escape(".git/modules holds submodules' repositories")):
         _repository(root, monkeypatch, env)
+
+
+def test_a_fifo_in_the_git_directory_is_refused_before_git_reads_it(repo_env, monkeypatch):
+    """A FIFO as .git/index held host-shell's `git ls-files` for 60 s whatever the request's
+    timeout, then ended in a traceback; a FIFO, socket or device anywhere in the git directory is
+    now refused by name, before any git runs."""
+    root, env = repo_env
+    git_dir = root / "r" / ".git"
+    for name in ("index", "refs/heads/fifo", "objects/pack/tmp_x"):
+        (git_dir / name).unlink(missing_ok=True)
+        os.mkfifo(git_dir / name)
+        t0 = time.monotonic()
+        with pytest.raises(Unsafe, match=re.escape(f"{git_dir}/{name} is neither a file nor a directory")):
+            _repository(root, monkeypatch, env)
+        assert time.monotonic() - t0 < 10  # refused, not waited on (60 s before)
+        (git_dir / name).unlink()
+    _git("read-tree", "HEAD", cwd=root / "r", env=env)  # the index back
+    assert _repository(root, monkeypatch, env) == (str(root / "r"), str(git_dir))
+
+
+def test_the_index_check_is_bounded_by_the_request(repo_env, monkeypatch):
+    """A git that does not read the index in time is a refusal (Unsafe), not a traceback."""
+    root, env = repo_env
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    (root / "slowbin").mkdir()
+    (root / "slowbin" / "git").write_text("#!/bin/sh\nexec sleep 5\n")
+    (root / "slowbin" / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{root / 'slowbin'}:{env['PATH']}")
+    place = Place(str(root / "r"), str(root))
+    try:
+        with pytest.raises(Unsafe, match=re.escape("git did not read it within 0.5 s")):
+            place.repository(0.5)
+    finally:
+        place.close()
 
 
 @pytest.mark.parametrize("where", ["objects/ab/cdef", "objects/pack/pack-1.pack", "objects/pack/pack-1.idx"])

@@ -237,7 +237,7 @@ def test_the_repository_config_is_never_read_through_a_link_or_a_fifo(repo):
     refused(repo.call("git status"), "runner host-shell: refused", "config is a symlink")
     cfg.unlink()
     os.mkfifo(cfg)
-    refused(repo.call("git status"), "runner host-shell: refused", "config is not a regular file")
+    refused(repo.call("git status"), "runner host-shell: refused", "config is neither a file nor a directory")
     cfg.unlink()
     cfg.write_text("[core]\n\tbare = false\n" + "# padding\n" * 40_000)
     refused(repo.call("git status"), "runner host-shell: refused", "larger than")
