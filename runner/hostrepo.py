@@ -305,32 +305,31 @@ def check_no_links(gfd: int, shown: str) -> None:
             rel, fd = stack.pop()
             leaf, expected = bool(_OBJECTS.match(rel)), _EXPECTED.get(rel)
             try:
-                with os.scandir(fd) as it:
-                    entries = list(it)
-                for e in entries:
-                    if leaf:
-                        objects += 1
-                        if objects > MAX_OBJECT_ENTRIES:
-                            raise Unsafe(f"{shown} holds more than {MAX_OBJECT_ENTRIES} objects and packs "
-                                         "(`git gc` packs them)")
-                    else:
-                        seen += 1
-                        if seen > MAX_GITDIR_ENTRIES:
-                            raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
-                    path = f"{rel}{e.name}"
-                    if e.is_symlink():
-                        raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
-                                     "the workspace")
-                    if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)):
-                        raise Unsafe(f"{shown}/{path} is neither a file nor a directory (a FIFO, a socket or a "
-                                     "device): git would wait on it or read what no repository holds")
-                    if expected is not None and not expected.match(e.name):
-                        raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
-                                     "cherry-pick, bisect or other operation in progress, no linked worktree, and "
-                                     "nothing git would take as its own state beyond what a clone keeps; finish or "
-                                     "abort the operation (or remove it), or run the command yourself")
-                    if not leaf and e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
-                        stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
+                with os.scandir(fd) as it:  # counted as read: a directory's size is the sandbox's choice
+                    for e in it:
+                        if leaf:
+                            objects += 1
+                            if objects > MAX_OBJECT_ENTRIES:
+                                raise Unsafe(f"{shown} holds more than {MAX_OBJECT_ENTRIES} objects and packs "
+                                             "(`git gc` packs them)")
+                        else:
+                            seen += 1
+                            if seen > MAX_GITDIR_ENTRIES:
+                                raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
+                        path = f"{rel}{e.name}"
+                        if e.is_symlink():
+                            raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
+                                         "the workspace")
+                        if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)):
+                            raise Unsafe(f"{shown}/{path} is neither a file nor a directory (a FIFO, a socket or a "
+                                         "device): git would wait on it or read what no repository holds")
+                        if expected is not None and not expected.match(e.name):
+                            raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
+                                         "cherry-pick, bisect or other operation in progress, no linked worktree, and "
+                                         "nothing git would take as its own state beyond what a clone keeps; finish or "
+                                         "abort the operation (or remove it), or run the command yourself")
+                        if not leaf and e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
+                            stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
             finally:
                 os.close(fd)
     finally:
@@ -361,8 +360,11 @@ def parse_config(data: bytes, shown: str) -> list[tuple[str, str]]:
         raise Unsafe("git is not installed on this host: cannot check the repository's configuration")
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env["GIT_DIR"] = "/dev/null/no-repository"  # never discover or read a repository here
-    p = subprocess.run([git, "config", "--file", "-", "--no-includes", "--list", "-z"], input=data, env=env,
-                       cwd="/", capture_output=True, timeout=30)
+    try:
+        p = subprocess.run([git, "config", "--file", "-", "--no-includes", "--list", "-z"], input=data, env=env,
+                           cwd="/", capture_output=True, timeout=30)
+    except subprocess.TimeoutExpired:  # (bounded bytes from stdin: a wedged git, not the sandbox's doing)
+        raise Unsafe(f"{shown}: git did not parse it within 30 s") from None
     if p.returncode != 0:
         raise Unsafe(f"{shown} does not parse: {p.stderr.decode('utf-8', 'replace').strip()[:300]}")
     pairs = []

@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from ..errors import RunnerError
-from ..wspath import UnsafePath, make_dirs, parts
+from ..wspath import UnsafePath, make_dirs, open_dir, parts, relative
 
 GIT_HOOKS = ".git/hooks"
 # What makes the host's git run programs, or look for its configuration elsewhere: protected
@@ -33,7 +33,8 @@ GIT_HOOKS = ".git/hooks"
 GIT_PROTECTED = (GIT_HOOKS, ".git/config", ".git/config.worktree", ".git/commondir", ".git/modules",
                  ".git/worktrees")
 ENV_PROTECT = "RUNNER_PROTECT_DIRS"
-_HARDLINK_SCAN_LIMIT = 10_000  # files looked at per protected directory when a target has links
+_HARDLINK_SCAN_LIMIT = 10_000  # entries looked at in all protected directories when a target has links
+_DIR_NOFOLLOW = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class ProtectedPath(RunnerError):
@@ -235,28 +236,66 @@ class Guard:
             return str(path)
 
     def _check_hardlink(self, real: Path) -> None:
-        """A file with several links may be one that lives in a protected directory."""
+        """A file with several links may be one that lives in a protected directory. Only a
+        regular file in the workspace is looked at (never a host file a link of the sandbox's
+        names), and each protected directory is walked from the workspace by descriptor, no link
+        followed (`.runner/tools -> /` had every write walk the host's files and name the ones
+        linked to its target), _HARDLINK_SCAN_LIMIT entries in all, directories too."""
+        if relative(self.workspace, real) is None:
+            return
         try:
-            st = real.stat()
+            st = os.lstat(real)
         except OSError:
             return
-        if st.st_nlink < 2 or not real.is_file():
+        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
             return
+        budget = [_HARDLINK_SCAN_LIMIT]
         for name, place in self._places:
-            if not place.is_dir():
+            rel = relative(self.workspace, place)
+            if rel is None:
                 continue
-            n = 0
-            for root, _dirs, files in os.walk(place):
-                for f in files:
-                    n += 1
-                    if n > _HARDLINK_SCAN_LIMIT:
-                        break
-                    try:
-                        fs = os.lstat(os.path.join(root, f))
-                    except OSError:
-                        continue
-                    if (fs.st_ino, fs.st_dev) == (st.st_ino, st.st_dev):
-                        raise ProtectedPath(self._show(Path(root) / f, name))
+            try:
+                top = open_dir(self.workspace, rel)
+            except (OSError, UnsafePath):  # missing, or a link on the way: nothing of it is reached
+                continue
+            fd, top.fd = top.fd, -1  # (_find_inode closes it)
+            found = _find_inode(fd, rel, (st.st_ino, st.st_dev), budget)
+            if found is not None:
+                raise ProtectedPath(self._show(self.workspace / found, name))
+            if budget[0] <= 0:
+                return
+
+
+def _find_inode(fd: int, rel: str, inode: tuple[int, int], budget: list[int]) -> "str | None":
+    """The workspace-relative path of a file with this (st_ino, st_dev) under the directory fd
+    (which is closed), links never followed; None if none within budget[0] entries (spent)."""
+    stack = [(fd, rel)]
+    try:
+        while stack:
+            dfd, drel = stack.pop()
+            try:
+                with os.scandir(dfd) as it:
+                    for e in it:
+                        budget[0] -= 1
+                        if budget[0] < 0:
+                            return None
+                        try:
+                            es = os.stat(e.name, dir_fd=dfd, follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if stat.S_ISDIR(es.st_mode):
+                            try:
+                                stack.append((os.open(e.name, _DIR_NOFOLLOW, dir_fd=dfd), f"{drel}/{e.name}"))
+                            except OSError:
+                                continue
+                        elif (es.st_ino, es.st_dev) == inode:
+                            return f"{drel}/{e.name}"
+            finally:
+                os.close(dfd)
+    finally:
+        for dfd, _ in stack:
+            os.close(dfd)
+    return None
 
 
 def check_writable(path: str | os.PathLike, workspace: str | os.PathLike, dirs: Iterable[str]) -> None:

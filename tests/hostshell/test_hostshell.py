@@ -312,6 +312,42 @@ def test_a_fifo_in_the_git_directory_is_refused_before_git_reads_it(repo_env, mo
     assert _repository(root, monkeypatch, env) == (str(root / "r"), str(git_dir))
 
 
+def test_a_crowded_git_directory_is_refused_as_it_is_read(repo_env, monkeypatch):
+    """The entry caps stop the listing at the cap: a directory's whole listing was read into
+    memory first (~146 MiB a million entries, the sandbox's choice)."""
+    from runner import hostrepo
+
+    root, env = repo_env
+    many = root / "r" / ".git" / "refs" / "heads" / "many"
+    many.mkdir()
+    for i in range(60):
+        (many / f"b{i}").write_text("0" * 40 + "\n")
+    monkeypatch.setattr(hostrepo, "MAX_GITDIR_ENTRIES", 40)
+    taken = []
+    real = os.scandir
+
+    def scandir(fd):
+        it = real(fd)
+
+        class Counted:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                it.close()
+
+            def __iter__(self):
+                for e in it:
+                    taken.append(e.name)
+                    yield e
+        return Counted()
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    with pytest.raises(Unsafe, match="holds more than 40 entries outside its objects"):
+        _repository(root, monkeypatch, env)
+    assert len(taken) == 41, len(taken)  # read up to the one past the cap, no further
+
+
 def test_the_index_check_is_bounded_by_the_request(repo_env, monkeypatch):
     """A git that does not read the index in time is a refusal (Unsafe), not a traceback."""
     root, env = repo_env

@@ -147,6 +147,41 @@ def test_hardlink_to_protected_file_is_refused(ws):
     Guard(ws, [".git/hooks"]).check_writable("src/a2.py")
 
 
+def test_the_hard_link_check_never_leaves_the_workspace(ws, tmp_path):
+    """The sandbox links a protected directory missing at the start to a host directory, and a
+    file to a host file: the check stats no host file and walks no host directory (it walked
+    `/` from `.runner/tools -> /`, and its refusal named a host file linked to the target)."""
+    host = tmp_path / "host"
+    (host / "sub" / "deeper").mkdir(parents=True)
+    (host / "a.txt").write_text("host\n")
+    os.link(host / "a.txt", host / "sub" / "deeper" / "name-the-sandbox-cannot-know")
+    (ws / ".runner").mkdir()
+    (ws / ".runner" / "tools").symlink_to(host / "sub")
+    (ws / "x").symlink_to(host / "a.txt")
+    (ws / "y").write_text("y\n")
+    os.link(ws / "y", ws / "y2")
+    g = Guard(ws, [".runner/tools", ".git/hooks"])
+    g.check_writable("x")  # a host file: not the check's to stat (the tool refuses it as outside)
+    g.check_writable("y")  # linked within the workspace, to nothing protected
+
+
+def test_the_hard_link_check_is_bounded_in_all(ws, monkeypatch):
+    """Directories count against the bound, across every protected directory, and the walk
+    stops there (it counted files only, per directory, and went on walking)."""
+    from runner.policy import protect
+
+    for i in range(30):
+        (ws / ".git" / "hooks" / f"d{i}" / "e").mkdir(parents=True)
+        (ws / "secrets" / f"d{i}").mkdir(parents=True)
+    os.link(ws / "src" / "a.py", ws / "src" / "a2.py")
+    monkeypatch.setattr(protect, "_HARDLINK_SCAN_LIMIT", 20)
+    scanned = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda fd: scanned.append(fd) or real(fd))
+    Guard(ws, [".git/hooks", "secrets"]).check_writable("src/a2.py")
+    assert 0 < len(scanned) <= 21, len(scanned)
+
+
 def test_module_function(ws):
     check_writable("src/a.py", ws, ["secrets"])
     with pytest.raises(ProtectedPath):
