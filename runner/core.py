@@ -182,6 +182,11 @@ class Runner:
             ch = custom.changes(old, self._custom)
             return {**ch, "errors": self.custom_errors(), "report": custom.report(ch, self._custom)}
 
+    def warnings(self) -> list[str]:
+        """What must be said loudly before this Runner runs a tool: its policy's (the local
+        executor is no sandbox) and its placement's (a sandbox that runs as root)."""
+        return self.policy.warnings() + self.session.placement.warnings()
+
     def call(self, tool: str, args: dict | None = None, *, call_id: str | None = None) -> ToolResult:
         """Run one tool call. Never raises for a tool's failure: that is a result with is_error."""
         with self._lock:

@@ -15,7 +15,20 @@ def make_runner(workspace: str, executor: str | None, policy: str | None, protec
     from .core import Runner
 
     kw: dict[str, Any] = {}
-    return Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
+    r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
+    warn(r.warnings())
+    return r
+
+
+_warned: set[str] = set()
+
+
+def warn(lines: list[str]) -> None:
+    """Each warning on stderr, once a process (`runner mcp` makes a Runner per session)."""
+    for line in lines:
+        if line not in _warned:
+            _warned.add(line)
+            sys.stderr.write(f"runner: warning: {line}\n")
 
 
 def require_engine(r) -> None:

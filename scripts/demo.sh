@@ -13,7 +13,9 @@ step $R exec --memory 64m -- python3 -c 'x = bytearray(512 * 2**20)'
 step $R exec -- sh -c 'echo "interfaces: $(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " ")"; echo "routes: $(tail -n +2 /proc/net/route | wc -l)"'
 echo 'some input' | { printf '\n\033[1m$ echo "some input" | runner exec -- tr a-z A-Z\033[0m\n'; $R exec -- tr a-z A-Z; }
 if [ -x "$R" ] && $R tools >/dev/null 2>&1; then
-  ws=$(mktemp -d); echo 'print("hello")' > "$ws/hello.py"
+  # the sandbox runs as the workspace's owner: an unprivileged one (the image's user, 1000), as a
+  # person's own directory would be; a workspace root owns gets a root sandbox, and a warning
+  ws=$(mktemp -d); echo 'print("hello")' > "$ws/hello.py"; chown -R 1000:1000 "$ws"
   step $R call read '{"path": "hello.py"}' --workspace "$ws"
   step $R call bash '{"command": "python3 hello.py; ls -la"}' --workspace "$ws"
   step $R call edit '{"path": "hello.py", "old_string": "hello", "new_string": "sandbox"}' --workspace "$ws"
@@ -22,6 +24,7 @@ if [ -x "$R" ] && $R tools >/dev/null 2>&1; then
   cp examples/tools/executable/wordcount examples/tools/executable/wordcount.md examples/tools/lua/line_count.lua "$ws/tools/"
   cp -r examples/tools/lua/lib "$ws/tools/"
   cp examples/tools/describe-execute/greet.py "$ws/.acai/tools/"
+  chown -R 1000:1000 "$ws"
   step $R tools --workspace "$ws"
   step $R call wordcount '{"args": "hello.py"}' --workspace "$ws"
   step $R call line_count '{"path": "hello.py", "word": "sandbox"}' --workspace "$ws"

@@ -107,6 +107,10 @@ class Placement:
         must be shipped (mounted or copied under tools_root)."""
         return str(host)
 
+    def warnings(self) -> list[str]:
+        """What a command that runs tools says on stderr before it does (runner/toolcli.py)."""
+        return []
+
     # -- what the session holds ---------------------------------------------------------
     def check(self, protected: list[str]) -> None:
         """Refuse (RunnerError) a workspace this backend cannot protect, before any sandbox."""

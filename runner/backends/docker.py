@@ -43,6 +43,14 @@ class DockerPlacement(Placement):
     def workspace(self) -> str:
         return SANDBOX_WORKSPACE
 
+    def warnings(self) -> list[str]:
+        """The sandbox runs as the workspace's owner (config()): root, for a workspace root owns."""
+        if self.setting.workspace.stat().st_uid != 0:
+            return []
+        return [f"workspace {self.setting.workspace} is owned by root, so the sandbox's processes run as root "
+                "(uid 0, still with no capabilities, no-new-privileges, seccomp and a read-only root): give runner "
+                "a workspace an unprivileged user owns, and the sandbox runs as that user"]
+
     @property
     def tools_root(self) -> str:
         return SANDBOX_TOOLS

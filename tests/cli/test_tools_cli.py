@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -39,6 +40,25 @@ def test_call_prints_the_result_and_exits_by_is_error(run_cli, tmp_path):
     assert p.returncode == 2 and "not valid JSON" in p.stderr.decode() and p.stdout == b""
     p = run_cli("call", "read", "{}", "--workspace", str(tmp_path / "nope"))
     assert p.returncode == 1 and "not a directory" in p.stderr.decode()
+
+
+def test_commands_that_run_tools_say_loudly_what_is_no_sandbox(run_cli, tmp_path):
+    """The local executor is no sandbox, and a workspace root owns makes a root sandbox: `runner
+    call` and `runner session` say so on stderr, once, before the result (they said nothing)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    p = run_cli("call", "bash", '{"command": "id -u"}', "--workspace", str(ws), "--executor", "local")
+    assert p.returncode == 0 and p.stderr.decode().count("runner: warning: executor local:") == 1, p.stderr
+    assert "NOT a sandbox" in p.stderr.decode()
+    p = run_cli("session", "--workspace", str(ws), "--policy", "local-dev",
+                input=b'{"tool": "bash", "args": {"command": "true"}}\n' * 2)
+    assert p.returncode == 0 and p.stderr.decode().count("NOT a sandbox") == 1, p.stderr
+    p = run_cli("call", "bash", '{"command": "id -u"}', "--workspace", str(ws))
+    assert json.loads(p.stdout)["content"] == "0\n"
+    assert f"runner: warning: workspace {ws} is owned by root, so the sandbox's processes run as root" in p.stderr.decode()
+    os.chown(ws, 1000, 1000)  # a workspace an unprivileged user owns: the sandbox is that user, and quiet
+    p = run_cli("call", "bash", '{"command": "id -u"}', "--workspace", str(ws))
+    assert json.loads(p.stdout)["content"] == "1000\n" and p.stderr == b"", p.stderr
 
 
 def test_session_answers_in_order_with_one_sandbox(run_cli, tmp_path):
