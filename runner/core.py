@@ -81,7 +81,7 @@ class Runner:
         self.guard = Guard(self.workspace, self.protected)
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
-        self.store = ResultStore()
+        self.store = ResultStore(keep=caps.keep)
         self._host_exec = None
         self._lock = threading.RLock()
         self._count = 0

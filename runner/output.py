@@ -1,8 +1,12 @@
 """Tool output on the controller side: spilled to disk as it streams, truncated head+tail for
-the answer, and kept whole for the session so the `result` tool can page through it."""
+the answer, and kept for the session so the `result` tool can page through it: whole, up to the
+session's `keep` bytes on disk in all (limits.output.keep). Past that a call's output is still
+counted and its head and tail still answered, but no more of it goes to disk: a sandbox that
+prints without end fills no controller's disk."""
 from __future__ import annotations
 
 import bisect
+import collections
 import os
 import shutil
 import tempfile
@@ -30,9 +34,13 @@ class Caps:
 
 
 class ResultStore:
-    """Full outputs of one session, one file per call id; removed when the session closes."""
+    """Full outputs of one session, one file per call id; removed when the session closes.
+    keep: bytes the store's files may hold in all (None: no bound)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep: int | None = None) -> None:
+        self.keep = keep
+        self._kept: dict[str, int] = {}  # bytes on disk, by file name
+        self._kept_total = 0
         self._dir: Path | None = None  # made on the first spill: most sessions never spill
         self._removal = None  # weakref.finalize that removes it: at close, at collection or at exit
         self._dir_lock = threading.Lock()
@@ -62,12 +70,27 @@ class ResultStore:
         d = self._dir
         if self._indexes and d is not None:  # an earlier output of this id: its index goes with it
             self._indexes.pop(d / _file_name(call_id), None)
+        if self._kept:  # and the bytes its file held, which the new one replaces
+            with self._dir_lock:
+                self._kept_total -= self._kept.pop(_file_name(call_id), 0)
 
         def kept(path: Path, index: LineIndex) -> None:  # only an output that spills is kept, with its index
             self._indexes[path] = index
 
         # the file's name is worked out only when the output spills (most never do)
-        return OutputSink(lambda: self.path(call_id), call_id, caps, on_output=self.on_output, on_spill=kept)
+        take = None if self.keep is None else (lambda n: self._take(call_id, n))
+        return OutputSink(lambda: self.path(call_id), call_id, caps, on_output=self.on_output, on_spill=kept,
+                          take=take)
+
+    def _take(self, call_id: str, n: int) -> int:
+        """How many of n more bytes of call_id's output may go to disk under keep (counted)."""
+        with self._dir_lock:
+            got = max(0, min(n, self.keep - self._kept_total))
+            if got:
+                name = _file_name(call_id)
+                self._kept[name] = self._kept.get(name, 0) + got
+                self._kept_total += got
+            return got
 
     def page(self, call_id: str, offset: int = 1, limit: int = 2000, max_chars: int = 50 * 1024) -> str | None:
         """Lines offset.. of a kept output, or None if there is none for that call id. The page
@@ -149,6 +172,8 @@ class ResultStore:
             if self._dir == d:
                 self._dir, self._removal = None, None
                 self._indexes.clear()
+                self._kept.clear()
+                self._kept_total = 0
 
 
 def _file_name(call_id: str) -> str:
@@ -174,17 +199,25 @@ class OutputSink:
 
     def __init__(self, place: Callable[[], Path], call_id: str, caps: Caps,
                  on_output: Callable[[str, str], None] | None = None,
-                 on_spill: "Callable[[Path, LineIndex], None] | None" = None) -> None:
+                 on_spill: "Callable[[Path, LineIndex], None] | None" = None,
+                 take: "Callable[[int], int] | None" = None) -> None:
         self.place, self.call_id, self.caps = place, call_id, caps
         self.path: Path | None = None  # the spill's, once there is one
         self.on_output = on_output
         self.on_spill = on_spill
-        self.index = LineIndex()
+        self.take = take  # how many bytes of a piece may go to disk (ResultStore._take); None: all
+        self.index = LineIndex()  # of what went to disk
         self.f = None
         self.buf: list[str] = []
         self.chars = 0
         self.newlines = 0
         self.ends_with_newline = True
+        # Once it spills, the answer's head and tail come from memory: the output's first bytes
+        # (enough for the head) and its last TAIL_WINDOW bytes, whatever the disk kept.
+        self.first = b""
+        self.last: collections.deque[bytes] = collections.deque()
+        self.last_size = 0
+        self.dropped = 0  # bytes not kept on disk (past the store's keep)
 
     def write(self, text: str) -> None:
         if not text:
@@ -204,12 +237,21 @@ class OutputSink:
                 self.on_spill(self.path, self.index)
             data = "".join(self.buf).encode("utf-8", "replace")
             self.buf = []
-            self.index.feed(data)
-        else:  # spilling: the index counts the newlines
+            self.first = data[:4 * self.caps.chars]  # the head is at most half the caps' characters
+        else:
             data = text.encode("utf-8", "replace")
+            self.newlines += data.count(b"\n")
+        self.last.append(data)
+        self.last_size += len(data)
+        while self.last_size - len(self.last[0]) >= TAIL_WINDOW:
+            self.last_size -= len(self.last.popleft())
+        n = len(data) if self.take is None else self.take(len(data))
+        if n < len(data):
+            self.dropped += len(data) - n
+            data = data[:n]
+        if data:
             self.index.feed(data)
-            self.newlines = self.index.newlines
-        self.f.write(data)
+            self.f.write(data)
 
     @property
     def lines(self) -> int:
@@ -227,16 +269,21 @@ class OutputSink:
         head_lines = tail_lines = None
         if caps.lines is not None:
             head_lines, tail_lines = caps.lines // 2, caps.lines - caps.lines // 2
-        head = _head(self.path, head_chars, head_lines)
-        tail = _tail(self.path, tail_chars, tail_lines)
+        head = _head(self.first, head_chars, head_lines)
+        tail = _tail(b"".join(self.last)[-TAIL_WINDOW:], tail_chars, tail_lines)
         removed_chars = max(0, self.chars - len(head) - len(tail))
         removed_lines = max(0, self.lines - head.count("\n") - tail.count("\n") - (0 if self.ends_with_newline else 1))
         tail_start = self.lines - tail.count("\n") - (0 if self.ends_with_newline else 1) + 1
+        kept = "The full output is kept" if not self.dropped else (
+            f"Its first {self.index.size} bytes are kept, not the {self.dropped} after them (a session keeps "
+            "at most limits.output.keep bytes of output)")
         notice = (f"\n[... {removed_lines} lines ({removed_chars} characters) cut from the middle of "
-                  f"{self.lines} lines. The full output is kept: call the result tool with "
+                  f"{self.lines} lines. {kept}: call the result tool with "
                   f'{{"call_id": "{self.call_id}", "offset": {head.count(chr(10)) + 1}}} to read on; '
                   f"the tail below starts at line {tail_start} ...]\n")
         meta.update(truncated=True, removed_chars=removed_chars, removed_lines=removed_lines, kept_as=self.call_id)
+        if self.dropped:
+            meta["not_kept_bytes"] = self.dropped
         return head + notice + tail, meta
 
 
@@ -276,9 +323,9 @@ class LineIndex:
         return self.marks[max(i, 0)]
 
 
-def _head(path: Path, max_chars: int, max_lines: int | None) -> str:
-    with open(path, encoding="utf-8", errors="replace", newline="") as f:
-        text = f.read(max_chars)
+def _head(data: bytes, max_chars: int, max_lines: int | None) -> str:
+    """The first max_chars characters (and max_lines lines) of an output that starts with data."""
+    text = data.decode("utf-8", errors="replace")[:max_chars]
     if max_lines is not None:
         parts = text.split("\n")
         if len(parts) > max_lines:
@@ -286,11 +333,8 @@ def _head(path: Path, max_chars: int, max_lines: int | None) -> str:
     return text
 
 
-def _tail(path: Path, max_chars: int, max_lines: int | None) -> str:
-    size = path.stat().st_size
-    with open(path, "rb") as f:
-        f.seek(max(0, size - TAIL_WINDOW))
-        data = f.read()
+def _tail(data: bytes, max_chars: int, max_lines: int | None) -> str:
+    """The last max_chars characters (and max_lines lines) of an output that ends with data."""
     text = data.decode("utf-8", errors="ignore")[-max_chars:]
     if max_lines is not None:
         parts = text.split("\n")

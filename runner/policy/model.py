@@ -168,6 +168,8 @@ class SandboxPolicy(Strict):
 class OutputCaps(Strict):
     chars: int = Field(default=30_000, gt=0)
     lines: int | None = Field(default=256, gt=0)
+    keep: OptSize = Field(default="1g", description="bytes of output a session keeps on the controller's disk "
+                          "for `result` (past it, an output's head and tail are still answered; null: no bound)")
 
 
 class PolicyLimits(Strict):

@@ -48,6 +48,39 @@ def test_too_many_lines_keep_head_and_tail_with_a_notice():
         store.close()
 
 
+def test_a_session_keeps_no_more_than_keep_bytes_on_disk():
+    """What a sandbox prints without end fills no controller disk: the store's files hold at most
+    `keep` bytes in all (limits.output.keep; a 20 s `yes` left 5.75 GiB in the temp dir), the
+    answer still has the output's head and its true tail, and the counts are of all of it."""
+    store = ResultStore(keep=100_000)
+    try:
+        sink = store.sink("c1", Caps(1000, 50))
+        for i in range(1, 20_001):
+            sink.write(f"line {i:05d}\n")  # 11 bytes a line: 220,000 in all
+        text, meta = sink.finish()
+        assert store.path("c1").stat().st_size == 100_000
+        assert meta["output_lines"] == 20_000 and meta["output_chars"] == 220_000
+        assert meta["not_kept_bytes"] == 120_000 and meta["truncated"]
+        lines = text.splitlines()
+        assert lines[0] == "line 00001" and lines[-1] == "line 20000" and lines[-25] == "line 19976"
+        assert "Its first 100000 bytes are kept, not the 120000 after them" in text
+        page = store.page("c1", offset=9090, limit=20)
+        assert page.startswith("line 09090\n") and "of 9091" in page  # what the disk holds: 9090 lines and a bit
+        other = store.sink("c2", Caps(1000, 50))  # the session's keep is spent: nothing more goes to disk
+        for i in range(1, 201):
+            other.write(f"other {i}\n")
+        text, meta = other.finish()
+        assert store.path("c2").stat().st_size == 0 and meta["not_kept_bytes"] == sum(len(f"other {i}\n") for i in range(1, 201))
+        assert text.startswith("other 1\n") and text.endswith("other 200\n")
+        again = store.sink("c1", Caps(1000, 50))  # an output of the same id replaces the first: its bytes are free
+        for i in range(100):
+            again.write("z" * 99 + "\n")
+        _, meta = again.finish()
+        assert store.path("c1").stat().st_size == 10_000 and "not_kept_bytes" not in meta
+    finally:
+        store.close()
+
+
 def test_too_many_characters_on_few_lines():
     store = ResultStore()
     try:

@@ -61,6 +61,21 @@ def test_output_flood_is_truncated_and_kept(hostile):
     assert page.text.startswith("a" * 100)
 
 
+def test_output_without_end_fills_no_controller_disk(tmp_path, no_leaks):
+    """A sandbox printing without end wrote every byte to the controller's temp dir (5.75 GiB in
+    20 s, kept for the session): a session keeps limits.output.keep bytes on disk, and the
+    answer still ends with what the command printed last."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Runner(executor="docker", workspace=ws, preset="all", overrides={"limits.output.keep": "1m"}) as r:
+        res = bash(r, "head -c 20000000 /dev/zero | tr '\\0' a | fold -w 100; echo THE-END")
+        assert res.meta["output_chars"] >= 20_000_000 and res.meta["not_kept_bytes"] >= 19_000_000, res.meta
+        assert res.text.endswith("THE-END\n") and "Its first 1048576 bytes are kept" in res.text
+        assert r.store.path(res.meta["call_id"]).stat().st_size == 1024 * 1024
+        again = bash(r, "head -c 3000000 /dev/zero | tr '\\0' b | fold -w 100")
+        assert r.store.path(again.meta["call_id"]).stat().st_size == 0 and again.text.rstrip().endswith("b" * 100)
+
+
 def test_megabyte_arguments(hostile):
     r, ws, _ = hostile
     assert not r.call("write", {"path": "one.txt", "content": "x" * 1_500_000}).is_error
