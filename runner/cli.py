@@ -222,7 +222,8 @@ def audit_tail(a):
 
 @command("show", arg("call_id", help="a call id, e.g. c3"), group="audit")
 def audit_show(a):
-    """Every record of one call id (ids repeat across sessions: each record names its session)."""
+    """Every record of one call id, one JSON line each (ids repeat across sessions: each record
+    names its session)."""
     from .audit import AuditLog
     from .printable import json_text
 
@@ -230,7 +231,7 @@ def audit_show(a):
     if not recs:
         raise fail(f"no audit record with call id {a.call_id}")
     for rec in recs:
-        out(json_text(rec, indent=2))
+        out(json_text(rec))
 
 
 @command("host-shell",

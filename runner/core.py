@@ -405,8 +405,11 @@ class Runner:
             meta.update(tmeta)
         if meta.get("timed_out"):
             meta["error_type"] = str(ErrorType.TIMEOUT)
-        elif is_error:
-            meta.setdefault("error_type", str(ErrorType.EXECUTION))
+        elif is_error:  # the sandbox's word is taken only for a type of the contract
+            if meta.get("error_type") not in (ErrorType.VALIDATION, ErrorType.GATED):
+                meta["error_type"] = str(ErrorType.EXECUTION)
+        else:
+            meta.pop("error_type", None)
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
 
 

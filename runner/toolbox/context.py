@@ -5,7 +5,13 @@ import os
 
 
 class ToolError(Exception):
-    """A tool failure with a message the agent can act on (becomes is_error: true)."""
+    """A tool failure with a message the agent can act on (becomes is_error: true). error_type:
+    `validation` (a path outside the workspace) or `gated` (a protected one), as the controller's
+    own refusals say (runner.errors.ErrorType); None: the tool ran and failed (`execution`)."""
+
+    def __init__(self, message: str, error_type: "str | None" = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
 
 
 def dir_id(path: str) -> "tuple[int, int] | None":

@@ -223,6 +223,8 @@ def grep(ctx: Ctx, args: dict):
         if looks_binary(data[:8192]):
             continue
         lines = data.decode("utf-8", errors="replace").split("\n")
+        if lines[-1] == "":  # the newline that ends the last line: no line follows it
+            lines.pop()
         shown = paths.display(ctx, full)
         last_printed = -1
         for i, line in enumerate(lines):

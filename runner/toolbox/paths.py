@@ -16,9 +16,9 @@ def resolve(ctx: Ctx, path, write: bool = False) -> str:
     Accepts a leading `@` (a mention) and `~` (the workspace); relative paths start at the
     workspace; absolute ones must be inside it (or a root the policy mounts)."""
     if not isinstance(path, str) or not path:
-        raise ToolError("path must be a non-empty string")
+        raise ToolError("path must be a non-empty string", "validation")
     if "\x00" in path:
-        raise ToolError("path must not contain NUL bytes")
+        raise ToolError("path must not contain NUL bytes", "validation")
     p = path[1:] if path.startswith("@") else path
     if p == "~" or p.startswith("~/"):
         p = os.path.join(ctx.workspace, p[2:])
@@ -31,17 +31,17 @@ def resolve(ctx: Ctx, path, write: bool = False) -> str:
         if _inside(real, root):
             if write:
                 if read_only:
-                    raise ToolError(f"path is in a protected directory: {path} (mounted read-only)")
+                    raise ToolError(f"path is in a protected directory: {path} (mounted read-only)", "gated")
                 check_protected(ctx, lexical, real, path)
             return real
     raise ToolError(f"path is outside the workspace: {path} (resolves to {real}); "
-                    f"use a path inside {ctx.workspace}")
+                    f"use a path inside {ctx.workspace}", "validation")
 
 
 def check_protected(ctx: Ctx, lexical: str, real: str, shown: str) -> None:
     for prot in ctx.protected + ctx.protected_lexical:
         if _inside(real, prot) or _inside(lexical, prot):
-            raise ToolError(f"path is in a protected directory: {shown}")
+            raise ToolError(f"path is in a protected directory: {shown}", "gated")
 
 
 def display(ctx: Ctx, real: str) -> str:

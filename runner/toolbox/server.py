@@ -247,7 +247,8 @@ def handle_call(ctx: Ctx, msg: dict) -> dict:
         value = fn(ctx, args, call_id) if tool in STREAMING else fn(ctx, args)
         return answer(call_id, value)
     except ToolError as e:
-        return {"op": "result", "id": call_id, "content": str(e), "is_error": True, "meta": {}}
+        return {"op": "result", "id": call_id, "content": str(e), "is_error": True,
+                "meta": {"error_type": e.error_type} if e.error_type else {}}
     except KeyError as e:
         return {"op": "result", "id": call_id, "is_error": True, "meta": {},
                 "content": f"missing argument {e.args[0]} for {tool}"}

@@ -103,6 +103,9 @@ def test_audit_tail_and_show_never_print_control_characters(tmp_path, policy_all
         assert not any(c in out for c in FORBIDDEN), (args, out)
         if args[1] == "tail":
             assert len(out.splitlines()) == 2, out
+        if args[1] == "show" or "--json" in args:  # JSON: one line per record (show was indented)
+            ids = [json.loads(line)["call_id"] for line in out.splitlines()]
+            assert ids == ([HOSTILE_TEXT] if args[1] == "show" else [HOSTILE_TEXT, "c2"]), out
     assert [r["call_id"] for r in AuditLog(log).tail(5)] == [HOSTILE_TEXT, "c2"]
 
 

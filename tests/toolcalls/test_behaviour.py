@@ -67,6 +67,23 @@ def test_read_missing_and_directory(call, workspace):
     assert "is a directory" in bad(call("read", {"path": "dir"}))
 
 
+def test_a_bad_path_is_a_validation_error_and_the_sandboxs_word_only_a_contract_type(call, workspace, monkeypatch):
+    """The README's contract: a path outside the workspace is `validation` (it was `execution`,
+    the agent's refusals carried no type); a type the sandbox names outside the contract is
+    `execution`, and a result that is no error carries none."""
+    from runner import core
+
+    for tool, args in (("read", {"path": "../x"}), ("read", {"path": "/etc/passwd"}), ("ls", {"path": "/"}),
+                       ("write", {"path": "/tmp/x", "content": "1"}), ("read", {"path": "a\x00b"})):
+        res = call(tool, args)
+        assert res.is_error and res.meta["error_type"] == "validation", (tool, args, res.text, res.meta)
+    assert call("read", {"path": "nope.txt"}).meta["error_type"] == "execution"  # the tool ran: no such file
+    composed = core.Runner._compose(None, {"content": "x", "is_error": True, "meta": {"error_type": "root"}}, None)
+    assert composed.meta["error_type"] == "execution"
+    composed = core.Runner._compose(None, {"content": "x", "meta": {"error_type": "gated"}}, None)
+    assert "error_type" not in composed.meta and not composed.is_error
+
+
 def test_read_invalid_utf8_becomes_replacement_chars(call, workspace):
     (workspace / "u.txt").write_bytes(b"caf\xe9 ok\n")
     assert ok(call("read", {"path": "u.txt"})) == "     1\tcaf\ufffd ok"
@@ -150,6 +167,17 @@ def test_multi_file_patch_is_all_or_nothing(call, workspace):
 
 
 # -- listing and search ----------------------------------------------------------------------------
+def test_grep_shows_no_line_past_the_last(call, workspace):
+    """A file's closing newline ends its last line: context after a match there, or `^$`, showed
+    a line N+1 that the file does not have."""
+    (workspace / "a.txt").write_text("a\nneedle b\n")
+    (workspace / "e.txt").write_text("x\n\ny\n")
+    assert call("grep", {"pattern": "needle", "context": 1}).text == "a.txt-1-a\na.txt:2:needle b"
+    assert call("grep", {"pattern": "^$"}).text == "e.txt:2:"
+    (workspace / "n.txt").write_text("needle, no newline")
+    assert call("grep", {"pattern": "needle", "context": 2, "path": "n.txt"}).text == "n.txt:1:needle, no newline"
+
+
 def test_ls_glob_find_grep(call, workspace):
     (workspace / "src/pkg").mkdir(parents=True)
     (workspace / "src/pkg/m.py").write_text("import os\nTODO = 1\n")
