@@ -102,8 +102,10 @@ def start_http(env, server_args, docker_client):
         proc = subprocess.Popen(runner_argv(*server_args, "--http", "--port", "0", *extra), env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         started.append(proc)
-        line = proc.stderr.readline().decode()
-        assert "serving MCP on http://127.0.0.1:" in line, line + proc.stderr.read().decode()
+        lines = []
+        while "serving MCP on http://127.0.0.1:" not in (line := proc.stderr.readline().decode()):
+            lines.append(line)  # (a warning first: a workspace root owns, as a test's is)
+            assert line, "runner mcp --http did not start:\n" + "".join(lines)
         return HttpServer(proc, line.split()[-1])
 
     yield start
