@@ -73,7 +73,7 @@ def test_a_session_keeps_no_more_than_keep_bytes_on_disk():
         assert store.path("c2").stat().st_size == 0 and meta["not_kept_bytes"] == sum(len(f"other {i}\n") for i in range(1, 201))
         assert text.startswith("other 1\n") and text.endswith("other 200\n")
         again = store.sink("c1", Caps(1000, 50))  # an output of the same id replaces the first: its bytes are free
-        for i in range(100):
+        for _ in range(100):
             again.write("z" * 99 + "\n")
         _, meta = again.finish()
         assert store.path("c1").stat().st_size == 10_000 and "not_kept_bytes" not in meta
