@@ -19,6 +19,9 @@ class Mount(BaseModel):
     read_only: bool = False
     scan: bool = Field(default=True, description="look inside a directory source for sockets and devices "
                        "(bounded); the runner turns it off for the workspace, whose contents are the sandbox's")
+    identity: tuple[int, int] | None = Field(default=None, description="(st_dev, st_ino) the source had when it "
+                                             "was checked (mounts.identity): a started container whose mount at "
+                                             "target is another is removed (mounts.check_started)")
 
     @classmethod
     def parse(cls, spec: str) -> "Mount":

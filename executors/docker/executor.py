@@ -203,6 +203,7 @@ class DockerExecutor(Executor):
         c = self._create(KEEPALIVE, role="session", runtime=runtime)
         try:
             c.start()
+            self._check_mounts(lambda: self.client.api.inspect_container(c.id), lambda: self.client.info())
         except docker.errors.APIError as e:
             _remove_quietly(c)
             raise StartFailed(e) from None
@@ -210,6 +211,26 @@ class DockerExecutor(Executor):
             _remove_quietly(c)
             raise
         return c
+
+    def _check_mounts(self, inspect, info) -> None:
+        """Where the config's mounts carry identities (a Runner's sandbox: its workspace sources)
+        and the container runs on this machine under runc or crun: each is what the engine
+        mounted at its target (mounts.check_started), else InvalidConfig (the caller removes
+        the container). Elsewhere (a remote engine, gVisor, not root) it cannot be looked at."""
+        from .mounts import check_started
+        from .runtimes import engine_info
+
+        if not any(m.identity for m in self.config.mounts) or os.geteuid() != 0:
+            return
+        known = engine_info(self._runtime_key(), info)
+        uname = os.uname()
+        if known.get("Name") != uname.nodename or known.get("KernelVersion") != uname.release:
+            return
+        attrs = inspect()
+        runtime = (attrs.get("HostConfig") or {}).get("Runtime") or known.get("DefaultRuntime")
+        pid = (attrs.get("State") or {}).get("Pid")
+        if runtime in ("runc", "crun", "io.containerd.runc.v2") and isinstance(pid, int) and pid > 0:
+            check_started(self.config.mounts, pid)
 
     def _remove_owed(self, only_if_owed: bool = False) -> None:
         """Remove what this process owes this executor's engine (_owed). only_if_owed: reach the
@@ -332,9 +353,13 @@ class DockerExecutor(Executor):
                 sock = self.client.api.attach_socket(c.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
                 try:
                     c.start()
+                    self._check_mounts(lambda: self.client.api.inspect_container(c.id), lambda: self.client.info())
                 except docker.errors.APIError as e:
                     sock.close()
                     raise StartFailed(e) from None
+                except BaseException:
+                    sock.close()
+                    raise
             except BaseException:
                 _remove_quietly(c)  # (else stop() sweeps this executor's label, or owes it to the engine)
                 raise
@@ -381,6 +406,13 @@ class DockerExecutor(Executor):
                 remove_container(engine, cid)
                 if isinstance(e, EngineRefused):
                     raise StartFailed(e) from None
+                raise
+            try:
+                self._check_mounts(lambda: engine.json("GET", f"/containers/{cid}/json"),
+                                   lambda: engine.json("GET", "/info"))
+            except BaseException:
+                sock.close()
+                remove_container(engine, cid)
                 raise
             return cid, sock, early
 

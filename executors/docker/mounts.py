@@ -3,6 +3,7 @@ host's root, a socket, a device, a directory holding one, the kernel's trees). S
 only: `runner exec` checks its mounts without loading pydantic; config.Mount uses the same code."""
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -130,3 +131,45 @@ def check_mount(m, force: bool = False) -> None:
         shown = m.source if str(real) == m.source else f"{m.source} ({real})"
         raise InvalidConfig(f"refusing to mount {shown} into a sandbox: {why}; force it only if you mean it "
                             "(--force-unsafe-mounts)")
+
+
+def identity(root: str, path: str) -> tuple[int, int]:
+    """(st_dev, st_ino) of `path` (inside root: relative, or absolute as root sees it) reached
+    from root one component at a time, no link followed (OSError: ELOOP names one on the way).
+    The engine resolves a bind mount's source by name when it starts a container, following
+    links: a source the sandbox swapped for a link after runner checked it would hand the next
+    sandbox the host's directory. runner notes each workspace source's identity this way when it
+    plans the sandbox, and the executor finds the same one at the target once the container has
+    started (check_started), from /proc/PID/root, before anything of the sandbox runs there."""
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for name in (p for p in path.split("/") if p not in ("", ".")):
+            if name == "..":
+                raise OSError(errno.EINVAL, f"'..' in {path}")
+            nfd = os.open(name, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+            if stat.S_ISLNK(os.fstat(fd).st_mode):
+                raise OSError(errno.ELOOP, f"{name} (in {path}) is a symbolic link")
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+    finally:
+        os.close(fd)
+
+
+def check_started(mounts, pid: int) -> None:
+    """Each mount with an identity (config.Mount.identity) is that very file or directory at its
+    target in the started container whose first process is pid (seen from this machine: the
+    engine runs here, under a runtime that shares this kernel). InvalidConfig names the first
+    that is not: the caller removes the container."""
+    for m in mounts:
+        if m.identity is None:
+            continue
+        try:
+            got = identity(f"/proc/{pid}/root", m.target)
+        except OSError as e:
+            got = e.strerror or str(e)
+        if got != tuple(m.identity):
+            raise InvalidConfig(f"the sandbox's mount at {m.target} is not the {m.source} runner checked ({got}): "
+                                "its source was changed, swapped for a link say, before the engine mounted it; "
+                                "the sandbox was removed before anything ran in it")

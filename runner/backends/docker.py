@@ -167,6 +167,7 @@ class DockerPlacement(Placement):
         mounts += self.protection_mounts(protected)
         mounts += [self._scan_once(m.to_mount(ws)) for m in pol.mounts]
         mounts += [self._scan_once(Mount(source=str(t.host), target=t.sandbox, read_only=True)) for t in tools]
+        mounts = [_with_identity(m, ws) for m in mounts]
         net = {"network": "none", "env": dict(SANDBOX_ENV)}
         if self.egress is not None:
             net = {"network": self.egress.sandbox_network, "dns": self.egress.sandbox_dns,
@@ -237,3 +238,21 @@ class DockerPlacement(Placement):
         except BaseException:
             listener.close()
             raise
+
+
+def _with_identity(mount, ws):
+    """A mount whose source is the workspace or in it, with the identity it has now, reached from
+    the workspace with no link followed (the executor refuses a container where the engine
+    mounted another: executors/docker/mounts.py, identity). UnsafePath for a link on the way."""
+    from executors.docker.mounts import identity
+
+    from ..wspath import UnsafePath, relative
+
+    rel = relative(ws, mount.source)
+    if rel is None:
+        return mount
+    try:
+        return mount.model_copy(update={"identity": identity(str(ws), rel)})
+    except OSError as e:
+        raise UnsafePath(f"mount source {rel or '.'} of the workspace: {e.strerror or e}; the controller does not "
+                         "follow links in the workspace") from None

@@ -4,6 +4,7 @@ the sandbox planted, and `runner exec --mount` (and policy mounts) refuse a sour
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
 from pathlib import Path
@@ -73,6 +74,60 @@ def test_the_sandbox_cannot_swap_a_mount_source_and_a_later_one_refuses_it(place
         res = r.call("bash", {"command": "cat /cache/secret.txt"})
         assert res.is_error and "cache is a symbolic link" in res.content, res.content
         assert "host secret" not in res.content
+
+
+@pytest.mark.parametrize("swapped", ["protected", "pin"])
+def test_a_source_swapped_for_a_link_after_the_check_never_reaches_the_sandbox(tmp_path, no_leaks, monkeypatch, swapped):
+    """The engine resolves a mount's source by name when it starts the container, following links:
+    a protected directory (or a pin, its ancestor, mounted read-write) swapped for a link to
+    /srv between runner's check and the engine's start handed the sandbox the host's /srv (the
+    link resolves inside the container too, where /srv exists). The executor now finds, from
+    /proc/PID/root, that the mount at the target is not what runner checked, and removes the
+    container before anything of it ran: the session does not start."""
+    import uuid
+
+    from executors.docker import wire
+    from executors.errors import InvalidConfig
+
+    ws = tmp_path / "ws"
+    host = Path("/srv") / f"runner-test-{uuid.uuid4().hex[:12]}"  # exists on the host (our own, made
+    host.mkdir()                                                   # here) and, through the pin, in the sandbox
+    (host / "host-file").write_text("host file\n")
+    (ws / "keep" / host.name).mkdir(parents=True)
+    chown_tree(ws)
+    real = wire.Engine.json
+
+    def json(self, method, path, *a, **kw):  # the swap, as a sandbox racing the next one's start would
+        if method == "POST" and path.endswith("/start") and not (ws / "keep").is_symlink():
+            os.rename(ws / "keep", ws / "keep.real")
+            (ws / "keep").symlink_to("/srv")
+        return real(self, method, path, *a, **kw)
+
+    monkeypatch.setattr(wire.Engine, "json", json)
+    protect = ["keep"] if swapped == "protected" else [f"keep/{host.name}"]  # keep: read-only, or the pin
+    try:
+        with pytest.raises(InvalidConfig, match="mount at /workspace/keep is not the .* runner checked"):
+            with Runner(executor="docker", workspace=ws, preset="all", protect=protect, pool_size=0) as r:
+                res = r.call("bash", {"command": f"cat /srv/{host.name}/host-file; touch /srv/{host.name}/written"})
+                pytest.fail(f"the sandbox started and read: {res.text!r}")
+        assert not (host / "written").exists()
+    finally:
+        shutil.rmtree(host)
+
+
+def test_a_mounts_identity_is_reached_with_no_link_followed(tmp_path):
+    import errno
+
+    from executors.docker.mounts import identity
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "l").symlink_to(tmp_path / "a")
+    st = os.stat(tmp_path / "a" / "b")
+    assert identity(str(tmp_path), "a/b") == identity(str(tmp_path), "/a/./b/") == (st.st_dev, st.st_ino)
+    for bad, code in (("l/b", errno.ELOOP), ("l", errno.ELOOP), ("a/../a/b", errno.EINVAL), ("a/c", errno.ENOENT)):
+        with pytest.raises(OSError) as e:
+            identity(str(tmp_path), bad)
+        assert e.value.errno == code, (bad, e.value)
 
 
 # -- case 9: refused by what a source is ---------------------------------------------------------------
