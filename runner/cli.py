@@ -368,12 +368,14 @@ def _db_args():
          *_db_args(),
          arg("--idle-timeout", type=float, default=1800.0, help="seconds after which an unused session ends"),
          arg("--max-lifetime", type=float, default=86400.0, help="seconds after which any session ends"),
-         arg("--max-body", type=int, default=16 * 1024 * 1024, help="largest request body in bytes (413 past it)"))
+         arg("--max-body", type=int, default=16 * 1024 * 1024, help="largest request body in bytes (413 past it)"),
+         arg("--max-calls-per-tenant", type=int, default=16,
+             help="a tenant's calls, file transfers and execs in flight at once (429 past it)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
     opts = main_.ServeOptions(host=a.host, port=a.port, data=a.data, db=a.db, idle_timeout=a.idle_timeout,
-                              max_lifetime=a.max_lifetime, max_body=a.max_body)
+                              max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant)
     return guarded(main_.serve, opts)
 
 

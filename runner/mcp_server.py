@@ -30,6 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from .results import ImageBlock, ToolResult
+from .turns import in_turn
 
 SESSION_HEADER = "mcp-session-id"
 PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
@@ -233,39 +234,6 @@ class ProgressRelay:
         self._send.close()
 
 
-async def _in_turn(session: Session, work: Callable[[], Any], abandon: bool, limiter) -> Any:
-    """work() on a worker thread, one at a time per session. Requests waiting for their turn hold
-    no thread, so one client flooding its session cannot starve the others; the turn passes on
-    when the thread is done, even one whose request was cancelled and abandoned it."""
-    if session.turn is None:
-        session.turn = anyio.Semaphore(1)
-    turn, token = session.turn, anyio.lowlevel.current_token()
-    await turn.acquire()
-    guard, state = threading.Lock(), {"started": False, "gave_up": False}
-
-    def run():
-        with guard:
-            if state["gave_up"]:
-                return None
-            state["started"] = True
-        try:
-            return work()
-        finally:
-            try:
-                anyio.from_thread.run_sync(turn.release, token=token)
-            except Exception:  # the loop is gone: nobody waits for the turn
-                pass
-
-    try:
-        return await anyio.to_thread.run_sync(run, abandon_on_cancel=abandon, limiter=limiter)
-    except BaseException:
-        with guard:
-            if not state["started"]:  # cancelled before the thread began: it never will
-                state["gave_up"] = True
-                turn.release()
-        raise
-
-
 def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: int) -> Server:
     """The MCP server: tools/list and tools/call, each against the session `session_for(ctx)`
     names (and closes afterwards when it says the session is one request's only); at most
@@ -282,7 +250,7 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: in
         session, one_shot = session_for(ctx)
         session.requests += 1
         try:
-            return await _in_turn(session, functools.partial(fn, session, *args), abandon, limiter[0])
+            return await in_turn(session, functools.partial(fn, session, *args), abandon, limiter[0])
         finally:
             session.requests -= 1
             session.last_used = time.monotonic()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import json
 import os
 import threading
@@ -42,7 +43,10 @@ class State:
     data: Path
     sessions: Sessions
     max_body: int = MAX_BODY
-    threads: Any = None
+    threads: Any = None  # the limiter of tools, files and execs (a session's turn is awaited, not held here)
+    quick: Any = None  # the limiter of key checks and database steps: never behind the tools
+    tenant_calls: int = 16  # a tenant's calls in flight here at once (429 past it)
+    in_flight: collections.Counter = field(default_factory=collections.Counter)
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
 
@@ -96,7 +100,16 @@ def create_app(state: State) -> FastAPI:
     app.state.runner = state
 
     async def blocking(fn, *args):
+        return await anyio.to_thread.run_sync(fn, *args, limiter=state.quick)
+
+    async def working(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.threads)
+
+    async def in_turn(live, fn, *args, abandon: bool = False):
+        """fn(*args) on a worker thread once the session's call before it is done."""
+        from ..turns import in_turn as one_at_a_time
+
+        return await one_at_a_time(live, functools.partial(fn, *args), abandon, state.threads)
 
     @app.exception_handler(_Over)
     async def _over(request: Request, exc: "_Over"):
@@ -144,6 +157,7 @@ def create_app(state: State) -> FastAPI:
     async def tools(policy: str | None = None, grant: T.Grant = Depends(tenant)):
         """The tools of one of the tenant's policies (default: its first), as `runner tools --format json`."""
         source = _granted_policy(grant, policy)
+        slot = _Slot(state, grant)
 
         def specs():
             import shutil
@@ -165,7 +179,8 @@ def create_app(state: State) -> FastAPI:
                     r.close()
             finally:
                 shutil.rmtree(empty, ignore_errors=True)
-        return await blocking(specs)
+        with slot:
+            return await working(specs)
 
     @app.post("/v1/sessions", status_code=201)
     async def new_session(request: Request, grant: T.Grant = Depends(tenant)):
@@ -210,24 +225,37 @@ def create_app(state: State) -> FastAPI:
         ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
         body = await parse(request, CallIn)
         live = await live_of(grant, sid)
-        await quota(grant)
+        slot = _Slot(state, grant)
+        try:
+            await quota(grant)
+        except BaseException:
+            slot.release()
+            raise
         if not stream:
-            res = await blocking(_run_call, state, sid, live, body.tool, body.args, None)
+            with slot:
+                res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args, None)
             return JSONResponse(res.model_dump(mode="json"))
-        return StreamingResponse(_sse(state, request, sid, live, body), media_type="text/event-stream",
+        relay = _Relay(asyncio.get_running_loop())
+        # the call is a task of its own, its slot released when it ends, whether or not the stream is read
+        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay.feed,
+                                             abandon=True))
+        task.add_done_callback(lambda _: slot.release())
+        return StreamingResponse(_sse(sid, relay, task, body.tool), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
         live = await live_of(grant, sid)
         data = await request.body()
-        await blocking(_put, live, path, data)
+        with _Slot(state, grant):
+            await in_turn(live, _put, live, path, data)
         return Response(status_code=204)
 
     @app.get("/v1/sessions/{sid}/files/{path:path}")
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
         live = await live_of(grant, sid)
-        data = await blocking(_get, live, path)
+        with _Slot(state, grant):
+            data = await working(_get, live, path)
         return Response(data, media_type="application/octet-stream")
 
     @app.post("/v1/exec")
@@ -235,8 +263,9 @@ def create_app(state: State) -> FastAPI:
         """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
         body = await parse(request, ExecIn)
         image = _granted_image(grant, body.image)
-        await quota(grant)
-        return await blocking(_exec, grant, image, body)
+        with _Slot(state, grant):
+            await quota(grant)
+            return await working(_exec, grant, image, body)
 
     return app
 
@@ -264,6 +293,33 @@ def _granted_image(grant: T.Grant, image: str) -> str:
 
 
 # -- calls -------------------------------------------------------------------------------------
+class _Slot:
+    """One of a tenant's calls (tools, files, execs) in flight in this process, taken at once
+    (429 past the maximum, so one tenant cannot hold every worker thread) and released once."""
+
+    def __init__(self, state: State, grant: T.Grant) -> None:
+        n = state.in_flight[grant.name]
+        if n >= state.tenant_calls:
+            raise Problem(429, f"tenant {grant.name} has {n} calls in flight on this server, its maximum "
+                               "(runner serve --max-calls-per-tenant): wait for one to finish",
+                          {"Retry-After": "1"})
+        state.in_flight[grant.name] += 1
+        self.state, self.name = state, grant.name
+
+    def release(self) -> None:
+        if self.state is not None:
+            self.state.in_flight[self.name] -= 1
+            if not self.state.in_flight[self.name]:
+                del self.state.in_flight[self.name]
+            self.state = None
+
+    def __enter__(self) -> "_Slot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
     with live.lock:
         r = live.runner
@@ -317,10 +373,7 @@ def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse(state: State, request: Request, sid: str, live, body: CallIn):
-    relay = _Relay(asyncio.get_running_loop())
-    task = asyncio.ensure_future(anyio.to_thread.run_sync(_run_call, state, sid, live, body.tool, body.args,
-                                                          relay.feed, limiter=state.threads))
+async def _sse(sid: str, relay: _Relay, task: asyncio.Future, tool: str):
     finished = False
     try:
         while not task.done():
@@ -338,12 +391,13 @@ async def _sse(state: State, request: Request, sid: str, live, body: CallIn):
             res = task.result()
             yield _event("result", res.model_dump(mode="json"))
         except Exception as e:
-            yield _event("error", {"detail": f"runner could not run {body.tool}: {type(e).__name__}: {e}"})
+            yield _event("error", {"detail": f"runner could not run {tool}: {type(e).__name__}: {e}"})
         finished = True
     finally:
         if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
-            # session stays, and its next call gets a fresh sandbox)
+            # session stays, and its next call gets a fresh sandbox); one still waiting for its turn never runs
             # (a thread, not an await: a cancelled or closed generator cannot wait here)
+            task.cancel()
             threading.Thread(target=remove_containers, args=({"runner.session": sid, "runner.role": "agent",
                                                               "runner.owner.pid": str(os.getpid())},)).start()
 

@@ -23,7 +23,11 @@ class ServeOptions:
     idle_timeout: float = 1800.0
     max_lifetime: float = 86400.0
     max_body: int = 16 * 1024 * 1024
-    threads: int = 64
+    threads: int = 64  # tools, files and execs at once
+    tenant_calls: int = 16  # of which one tenant's (calls waiting for their session's turn included)
+
+
+QUICK_THREADS = 16  # key checks and database steps, never queued behind the tools
 
 
 def build(opts: ServeOptions):
@@ -36,6 +40,8 @@ def build(opts: ServeOptions):
 
     if opts.idle_timeout <= 0 or opts.max_lifetime <= 0:
         raise UsageError("--idle-timeout and --max-lifetime must be positive numbers of seconds")
+    if not 1 <= opts.tenant_calls <= opts.threads:
+        raise UsageError(f"--max-calls-per-tenant must be between 1 and {opts.threads}")
     data = D.data_dir(opts.data)
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     database = D.Database(D.database_url(opts.data, opts.db))
@@ -45,7 +51,8 @@ def build(opts: ServeOptions):
     if removed:
         sys.stderr.write(f"runner serve: removed {len(removed)} sandbox(es) a previous run left\n")
     state = A.State(db=database, data=data, sessions=sessions, max_body=opts.max_body,
-                    threads=anyio.CapacityLimiter(opts.threads))
+                    threads=anyio.CapacityLimiter(opts.threads), quick=anyio.CapacityLimiter(QUICK_THREADS),
+                    tenant_calls=opts.tenant_calls)
     state.extra["networks"] = nets
     try:
         from .mcp import McpEndpoint

@@ -136,7 +136,7 @@ class McpEndpoint:
         grant = None
         if scheme.lower() == "bearer":
             grant = await anyio.to_thread.run_sync(T.authenticate, self.state.db, key.strip(),
-                                                   limiter=self.state.threads)
+                                                   limiter=self.state.quick)
         if grant is None:
             return await JSONResponse({"detail": "no valid API key: send Authorization: Bearer KEY"}, status_code=401,
                                       headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)

@@ -50,7 +50,8 @@ class Live:
 
     def __init__(self, runner) -> None:
         self.runner = runner
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held by the thread running a call
+        self.turn = None  # the calls' turn, awaited in the event loop (runner/turns.py)
         self.closed = False
 
     def close(self) -> None:

@@ -42,7 +42,7 @@ class Server:
 
     def client(self, key: str | None = None, **kw) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=120, **kw)
+        return httpx.Client(base_url=self.url, headers=headers, **{"timeout": 120, **kw})
 
     def stop(self, sig=signal.SIGTERM) -> int:
         if self.proc.poll() is None:

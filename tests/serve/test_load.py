@@ -1,0 +1,53 @@
+"""One tenant's load against the others: worker threads, a session's queue of calls, and what
+the calls in flight get when their session or the server ends."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from .conftest import add_tenant, session_containers, wait_for
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+FLOOD = 70  # more calls than the server has worker threads (64)
+PER_TENANT = 16  # runner serve's default --max-calls-per-tenant
+
+
+def flood(server, key: str, sid: str, n: int, command: str) -> tuple[list, list[threading.Thread]]:
+    """n calls of `command` on the session at once, each from a client of its own: ([(status, body)], threads)."""
+    results: list = []
+
+    def one():
+        with server.client(key) as c:
+            r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": command, "timeout": 700}})
+            results.append((r.status_code, r.text))
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for t in threads:
+        t.start()
+    return results, threads
+
+
+def test_one_tenant_flooding_a_session_stalls_no_other_tenant(start_server, data, policy_file, docker_client):
+    keys = {t: add_tenant(t, data, policy_file) for t in ("flood", "calm")}
+    server = start_server("--data", str(data))
+    with server.client(keys["flood"]) as a, server.client(keys["calm"], timeout=30) as b:
+        sid = a.post("/v1/sessions", json={}).json()["id"]
+        results, threads = flood(server, keys["flood"], sid, FLOOD, "sleep 600")
+        # past its maximum of calls in flight the tenant is refused at once, with a reason
+        wait_for(lambda: sum(s == 429 for s, _ in results) == FLOOD - PER_TENANT, 60, "the excess calls refused")
+        refused = next(body for s, body in results if s == 429)
+        assert "calls in flight" in refused and "--max-calls-per-tenant" in refused, refused
+        # the other tenant is served meanwhile: key checks, the database, and a call of its own
+        assert b.get("/v1/health").status_code == 200
+        assert b.get("/v1/sessions").status_code == 200
+        other = b.post("/v1/sessions", json={}).json()["id"]
+        r = b.post(f"/v1/sessions/{other}/calls", json={"tool": "bash", "args": {"command": "echo served"}})
+        assert r.status_code == 200 and r.json()["content"] == "served\n", r.text
+        assert b.delete(f"/v1/sessions/{other}").status_code == 204
+        # ending the flooded session ends its running call and the queued ones
+        assert a.delete(f"/v1/sessions/{sid}").status_code == 204
+        for t in threads:
+            t.join(120)
+        assert len(results) == FLOOD
+        assert not session_containers(docker_client, sid)
