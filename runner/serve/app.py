@@ -320,12 +320,22 @@ class _Slot:
         self.release()
 
 
+def _ended() -> Problem:
+    return Problem(410, "this session has ended; its sandbox and workspace were removed: start a new session")
+
+
 def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
     with live.lock:
+        if live.closed:  # ended while this call waited for its turn
+            raise _ended()
         r = live.runner
         r.store.on_output = (lambda _cid, text: relay(text)) if relay is not None else None
         try:
             return r.call(tool, args)
+        except RunnerError:
+            if live.closed:  # ended under this call
+                raise _ended() from None
+            raise
         finally:
             r.store.on_output = None
             try:
@@ -408,6 +418,8 @@ def _put(live, path: str, data: bytes) -> None:
     from ..policy.protect import ProtectedPath
     from ..wspath import UnsafePath
 
+    if live.closed:
+        raise _ended()
     r = live.runner
     limit = r.policy.limits.max_write
     if limit and len(data) > limit:
@@ -423,8 +435,10 @@ def _put(live, path: str, data: bytes) -> None:
     quota = r.policy.limits.workspace
     if quota and workspace_usage(r.workspace, stop_after=quota + 1) + len(data) > quota:
         raise Problem(413, f"the workspace quota ({quota} bytes) would be exceeded: remove files first")
-    st = r.workspace.stat()
     with live.lock:
+        if live.closed:
+            raise _ended()
+        st = r.workspace.stat()
         try:
             F.write(r.workspace, path, data, owner=(st.st_uid, st.st_gid))
         except UnsafePath as e:

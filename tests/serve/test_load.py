@@ -51,3 +51,20 @@ def test_one_tenant_flooding_a_session_stalls_no_other_tenant(start_server, data
             t.join(120)
         assert len(results) == FLOOD
         assert not session_containers(docker_client, sid)
+
+
+def test_calls_queued_behind_a_running_one_answer_410_when_the_session_is_deleted(start_server, data, policy_file,
+                                                                                   docker_client):
+    key = add_tenant("queued", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        results, threads = flood(server, key, sid, 4, "sleep 600; echo ran > ran.txt")
+        wait_for(lambda: session_containers(docker_client, sid), 60, "the first call's sandbox")
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+        for t in threads:
+            t.join(120)
+    gone = [body for status, body in results if status == 410]
+    assert len(gone) >= 3 and all("ended" in body for body in gone), results
+    assert {status for status, _ in results} <= {200, 410}, results
+    assert not (data / "workspaces" / "queued" / sid).exists()
