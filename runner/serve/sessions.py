@@ -219,10 +219,11 @@ class Sessions:
                 (D.Session.last_used < now - lim.idle_timeout) | (D.Session.created < now - lim.max_lifetime))).all()
         closed = []
         for sid, _last_used, created in due:
+            old = created < now - lim.max_lifetime
             busy = self.live.get(sid)
-            if busy is not None and busy.lock.locked():
-                continue  # a call is running: it is not idle
-            why = "maximum lifetime reached" if created < now - lim.max_lifetime else "idle timeout"
+            if not old and busy is not None and busy.lock.locked():
+                continue  # a call is running: it is not idle (the lifetime ends it all the same)
+            why = "maximum lifetime reached" if old else "idle timeout"
             if self.close(sid, why):
                 closed.append(sid)
         with self._lock:

@@ -45,6 +45,22 @@ def test_a_busy_session_still_ends_at_its_maximum_lifetime(start_server, data, p
         wait_for(lambda: not session_containers(docker_client, sid), 30, "its sandbox removed")
 
 
+def test_a_session_running_a_call_ends_at_its_maximum_lifetime(start_server, data, policy_file, docker_client):
+    key = add_tenant("busy", data, policy_file)
+    server = start_server("--data", str(data), "--max-lifetime", "3")
+    with server.client(key) as c, server.client(key) as caller:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        out = {}
+        call = threading.Thread(target=lambda: out.setdefault("r", caller.post(
+            f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "sleep 600", "timeout": 700}})))
+        call.start()
+        wait_for(lambda: c.get(f"/v1/sessions/{sid}").status_code == 410, 60, "the busy session ended at its lifetime")
+        assert "maximum lifetime" in c.get(f"/v1/sessions/{sid}").json()["detail"]
+        call.join(120)
+        assert out["r"].status_code in (200, 410), out["r"].text  # the call ended with its sandbox
+        wait_for(lambda: not session_containers(docker_client, sid), 30, "its sandbox removed")
+
+
 def test_a_server_killed_under_load_loses_no_session_and_orphans_no_container(start_server, data, policy_file,
                                                                                docker_client):
     keys = {t: add_tenant(t, data, policy_file) for t in ("k1", "k2")}
