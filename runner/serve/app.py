@@ -485,11 +485,16 @@ def _exec(grant: T.Grant, image: str, body: ExecIn) -> dict:
         buf += data[:max(room, 0)]
         cut["stdout" if stream == "stdout" else "stderr"] += max(len(data) - max(room, 0), 0)
 
+    try:  # checked before a container is made
+        req = ExecRequest(argv=list(body.cmd), timeout=body.timeout,
+                          stdin=body.stdin.encode() if body.stdin is not None else None)
+    except ValidationError as e:
+        raise Problem(422, [{"loc": ["body", "cmd"], "msg": e_["msg"], "type": e_["type"]}
+                            for e_ in e.errors(include_url=False, include_input=False)]) from None
     ex = DockerExecutor(cfg)
     ex.start()
     try:
-        res = ex.exec(ExecRequest(argv=list(body.cmd), timeout=body.timeout,
-                                  stdin=body.stdin.encode() if body.stdin is not None else None), on_output=on_output)
+        res = ex.exec(req, on_output=on_output)
     finally:
         ex.stop()
     code = 124 if res.timed_out else (137 if res.oom_killed else res.exit_code)

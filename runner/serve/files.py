@@ -8,7 +8,8 @@ import stat
 from pathlib import Path
 
 from ..errors import RunnerError
-from ..wspath import UnsafePath, make_dirs, open_dir, parts
+from ..wspath import UnsafePath, make_dirs, open_dir
+from ..wspath import parts as _parts
 
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
 _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -16,6 +17,18 @@ _WRITE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 class TooLarge(RunnerError):
     pass
+
+
+NAME_MAX = 255  # bytes in one name (Linux filesystems; the kernel answers ENAMETOOLONG past it)
+
+
+def parts(rel: str) -> list[str]:
+    """The path's names under the tools' rules (runner/wspath.py), none too long for a filesystem."""
+    names = _parts(rel)
+    for n in names:
+        if len(os.fsencode(n)) > NAME_MAX:
+            raise UnsafePath(f"{n[:40]}...: a name of more than {NAME_MAX} bytes")
+    return names
 
 
 def _split(rel: str) -> tuple[str, str]:

@@ -240,3 +240,23 @@ def test_tenants_cli_prints_the_key_alone_and_remove_closes_sessions(two, data, 
         assert c.get("/v1/sessions").status_code == 401
         assert not two_workspace(two, "acme", sid).exists()
         wait_for(lambda: not tenant_containers(docker_client, "acme"), 60, "acme's sandboxes removed")
+
+
+def test_a_name_too_long_or_a_command_no_process_can_have_is_422_and_starts_nothing(two, docker_client):
+    import time
+
+    with two.client(two.keys["acme"]) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        for name in ("x" * 300, "dir/" + "é" * 128):
+            for r in (c.put(f"/v1/sessions/{sid}/files/{name}", content=b"hi"), c.get(f"/v1/sessions/{sid}/files/{name}")):
+                assert r.status_code == 422 and "255 bytes" in r.json()["detail"][0]["msg"], r.text
+        since = int(time.time()) - 1
+        for cmd, msg in ((["echo", "a\x00b"], "NUL"), ([""], "argv[0] must not be empty")):
+            r = c.post("/v1/exec", json={"image": "runner/base", "cmd": cmd})
+            assert r.status_code == 422, r.text
+            assert r.json()["detail"][0]["loc"] == ["body", "cmd"] and msg in r.json()["detail"][0]["msg"], r.text
+        made = docker_client.events(since=since, until=int(time.time()) + 1, decode=True,
+                                    filters={"type": "container", "event": "create", "label": "runner.role=serve-exec"})
+        assert [e for e in made if e["Actor"]["Attributes"].get("runner.tenant") == "acme"] == []
+        assert c.get("/v1/health").status_code == 200
+        assert c.delete(f"/v1/sessions/{sid}").status_code == 204
