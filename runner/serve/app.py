@@ -12,6 +12,7 @@ import collections
 import functools
 import json
 import os
+import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,7 +73,8 @@ class ExecIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     image: str = Field(min_length=1, max_length=300, description="an image the operator granted this tenant")
     cmd: list[str] = Field(min_length=1, max_length=4096)
-    timeout: float | None = Field(default=None, gt=0, le=3600)
+    timeout: float | None = Field(default=None, gt=0, le=3600, description="seconds (default: limits.timeout of the "
+                                  "tenant's default policy; capped by its limits.max_timeout)")
     stdin: str | None = Field(default=None, max_length=1024 * 1024)
 
 
@@ -263,9 +265,19 @@ def create_app(state: State) -> FastAPI:
         """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
         body = await parse(request, ExecIn)
         image = _granted_image(grant, body.image)
+        run = "exec-" + secrets.token_hex(8)  # the container's runner.session label
         with _Slot(state, grant):
             await quota(grant)
-            return await working(_exec, grant, image, body)
+            work = asyncio.ensure_future(anyio.to_thread.run_sync(_exec, state, grant, image, body, run,
+                                                                  abandon_on_cancel=True, limiter=state.threads))
+            gone = asyncio.ensure_future(_disconnected(request))
+            await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+            gone.cancel()
+            if not work.done():  # the client went away: stop its command
+                work.cancel()
+                await blocking(remove_containers, {"runner.session": run, "runner.role": "serve-exec"})
+                raise Problem(499, "the client went away; its command was stopped")
+            return work.result()
 
     return app
 
@@ -464,18 +476,28 @@ def _get(live, path: str) -> bytes:
 
 
 # -- exec --------------------------------------------------------------------------------------
-def _exec(grant: T.Grant, image: str, body: ExecIn) -> dict:
+async def _disconnected(request: Request) -> None:
+    """Returns when the client has gone away (its body read already)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str) -> dict:
     from executors.docker import DockerExecutor
     from executors.models import ExecRequest
 
     from ..errors import UsageError
     from ..exec_cmd import ExecOptions, build_config
+    from ..policy import load
 
+    limits = load(grant.policies[grant.default_policy]).limits  # the timeout of the tenant's default policy
+    timeout = min(body.timeout or limits.timeout, limits.max_timeout)
     try:
-        cfg = build_config(ExecOptions(cmd=list(body.cmd), image=image, timeout=body.timeout))
+        cfg = build_config(ExecOptions(cmd=list(body.cmd), image=image, timeout=timeout))
     except UsageError as e:
         raise Problem(422, [{"loc": ["body"], "msg": str(e), "type": "value_error"}]) from None
-    cfg = cfg.model_copy(update={"labels": {**cfg.labels, "runner.tenant": grant.name, "runner.role": "serve-exec"}})
+    cfg = cfg.model_copy(update={"session": run, "labels": {**cfg.labels, "runner.tenant": grant.name,
+                                                             "runner.role": "serve-exec"}})
     out = {"stdout": bytearray(), "stderr": bytearray()}
     cut = {"stdout": 0, "stderr": 0}
 
@@ -486,17 +508,24 @@ def _exec(grant: T.Grant, image: str, body: ExecIn) -> dict:
         cut["stdout" if stream == "stdout" else "stderr"] += max(len(data) - max(room, 0), 0)
 
     try:  # checked before a container is made
-        req = ExecRequest(argv=list(body.cmd), timeout=body.timeout,
+        req = ExecRequest(argv=list(body.cmd), timeout=timeout,
                           stdin=body.stdin.encode() if body.stdin is not None else None)
     except ValidationError as e:
         raise Problem(422, [{"loc": ["body", "cmd"], "msg": e_["msg"], "type": e_["type"]}
                             for e_ in e.errors(include_url=False, include_input=False)]) from None
-    ex = DockerExecutor(cfg)
-    ex.start()
+    try:  # a running exec counts against the tenant's maximum of sessions
+        release = state.sessions.admit_elsewhere(grant, "exec")
+    except Full as e:
+        raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
     try:
-        res = ex.exec(req, on_output=on_output)
+        ex = DockerExecutor(cfg)
+        ex.start()
+        try:
+            res = ex.exec(req, on_output=on_output)
+        finally:
+            ex.stop()
     finally:
-        ex.stop()
+        release()
     code = 124 if res.timed_out else (137 if res.oom_killed else res.exit_code)
     return {"exit_code": code, "timed_out": res.timed_out, "oom_killed": res.oom_killed,
             "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace"),

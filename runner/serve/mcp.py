@@ -4,7 +4,6 @@ the data directory, with the tenant's default policy. An MCP session id answers 
 tenant that opened it: another tenant's requests with it get 404, like its sessions on /v1."""
 from __future__ import annotations
 
-import collections
 import shutil
 import threading
 
@@ -25,24 +24,14 @@ class TenantRegistry(Registry):
     def __init__(self, state, idle_timeout: float) -> None:
         super().__init__(Options(idle_timeout=idle_timeout, max_sessions=MAX_MCP_SESSIONS))
         self.state = state
-        self.held: collections.Counter[str] = collections.Counter()  # open MCP sessions by tenant
-        state.sessions.held_elsewhere = lambda tenant: self.held[tenant]
 
     def admit(self, ctx):
         """The tenant's maximum counts its MCP sessions with its /v1 ones (NoSandbox past it)."""
         grant: T.Grant = ctx.request.scope["runner.tenant"]
-
-        def hold() -> None:
-            self.held[grant.name] += 1
         try:
-            self.state.sessions.admit_elsewhere(grant, hold)
+            return self.state.sessions.admit_elsewhere(grant, "mcp")
         except Full as e:
             raise NoSandbox(str(e)) from None
-
-        def release() -> None:
-            with self.state.sessions.admission:
-                self.held[grant.name] -= 1
-        return release
 
     def make_runner_for(self, ctx):
         grant: T.Grant = ctx.request.scope["runner.tenant"]

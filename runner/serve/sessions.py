@@ -9,6 +9,7 @@ fresh one. A session past its idle timeout or maximum lifetime is closed and ans
 """
 from __future__ import annotations
 
+import collections
 import os
 import secrets
 import shutil
@@ -77,10 +78,10 @@ class Sessions:
         self.tenant_network = tenant_network  # tenant name -> its network for allowlist egress, or None
         self._lock = threading.Lock()
         self.live: dict[str, Live] = {}
-        # /v1 and /mcp sessions count against one maximum per tenant: admitted one at a time in
-        # this process (the tenant's row lock serialises instances sharing a database)
+        # /v1 and /mcp sessions and running /v1/exec count against one maximum per tenant: admitted
+        # one at a time in this process (the tenant's row lock serialises instances sharing a database)
         self.admission = threading.Lock()
-        self.held_elsewhere: Callable[[str], int] = lambda tenant: 0  # a tenant's MCP sessions here
+        self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -107,21 +108,29 @@ class Sessions:
                                                                           D.Session.state == "open"))
 
     def refuse_past_maximum(self, grant: Grant, rows: int) -> None:
-        """Full when the tenant's /v1 sessions (rows) and MCP sessions leave no room for one more."""
-        mcp = self.held_elsewhere(grant.name)
-        if rows + mcp >= grant.max_sessions:
-            raise Full(f"tenant {grant.name} has {rows + mcp} open sessions ({rows} on /v1, {mcp} over MCP), its "
-                       "maximum: end one (DELETE /v1/sessions/ID, or the MCP session) or wait for an idle one to "
-                       "time out")
+        """Full when the tenant's /v1 sessions (rows), MCP sessions and execs leave no room for one more."""
+        mcp, execs = self.held[grant.name, "mcp"], self.held[grant.name, "exec"]
+        if rows + mcp + execs >= grant.max_sessions:
+            raise Full(f"tenant {grant.name} has {rows + mcp + execs} open sessions ({rows} on /v1, {mcp} over MCP, "
+                       f"{execs} running /v1/exec), its maximum: end one (DELETE /v1/sessions/ID, or the MCP "
+                       "session) or wait for an exec to finish or an idle session to time out")
 
-    def admit_elsewhere(self, grant: Grant, hold: Callable[[], None]) -> None:
-        """Admit a session held outside the table (an MCP session): Full past the maximum, else
-        hold() records it, under the same admission as /v1's."""
+    def admit_elsewhere(self, grant: Grant, kind: str) -> Callable[[], None]:
+        """Admit a session held outside the table (kind "mcp": an MCP session, "exec": a running
+        /v1/exec): Full past the maximum, under the same admission as /v1's. Answers what ends it."""
         with self.admission:
             with self.db.session() as s:
                 rows = self._open_rows(s, grant.name)
             self.refuse_past_maximum(grant, rows)
-            hold()
+            self.held[grant.name, kind] += 1
+        done = threading.Event()
+
+        def release() -> None:
+            if not done.is_set():
+                done.set()
+                with self.admission:
+                    self.held[grant.name, kind] -= 1
+        return release
 
     def row(self, grant: Grant, sid: str) -> D.Session:
         """The open session of this tenant, or NotFound / Gone."""
@@ -256,6 +265,9 @@ class Sessions:
             if sid in rows and (rows[sid][1] != "open" or orphan_reason(labels) is not None):
                 if remove_container(c["Id"]):
                     removed.append(c["Id"])
+        for c in containers({"runner.role": "serve-exec"}):  # a dead server's execs (no session row)
+            if orphan_reason(c.get("Labels") or {}) is not None and remove_container(c["Id"]):
+                removed.append(c["Id"])
         remove_networks({sid for sid in rows})
         from ..maintenance import sweep_local  # what dead controllers left here: the previous run's among them
 
@@ -268,7 +280,8 @@ class Sessions:
         return removed
 
     def close_all_live(self) -> None:
-        """Shutdown: this instance's Runners go (their sessions stay open, for the next start)."""
+        """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""
+        remove_containers({"runner.role": "serve-exec", "runner.owner.pid": str(os.getpid())})
         with self._lock:
             lives, self.live = list(self.live.values()), {}
         threads = [threading.Thread(target=lv.close) for lv in lives]

@@ -103,7 +103,8 @@ def test_mcp_sessions_count_against_the_tenants_maximum_with_v1_sessions(start_s
             wait_for(room, 60, "room for a /v1 session once the MCP session ended")
     anyio.run(main)
     refused = seen["refused"]
-    assert refused.is_error and "has 1 open sessions (1 on /v1, 0 over MCP)" in text(refused), text(refused)
+    assert refused.is_error and "has 1 open sessions (1 on /v1, 0 over MCP, 0 running /v1/exec)" in text(refused), \
+        text(refused)
     assert not seen["admitted"].is_error and text(seen["admitted"]).strip() == "yes"
     assert seen["v1_while_mcp"] == 429
     assert not tenant_containers(docker_client, "one")
