@@ -3,7 +3,8 @@
 Every /v1 route but /v1/health needs `Authorization: Bearer KEY`. Status codes: 401 no or
 unknown key; 404 no such session for this tenant (another tenant's session included); 410 a
 session that ended; 403 a policy or image not granted, or a protected path; 413 a body over the
-limit; 422 malformed JSON or fields (naming them); 429 over a quota, with Retry-After.
+limit; 422 malformed JSON or fields (naming them); 429 over a quota, with Retry-After; 503 a call
+stopped because the server is shutting down.
 """
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class State:
     quick: Any = None  # the limiter of key checks and database steps: never behind the tools
     tenant_calls: int = 16  # a tenant's calls in flight here at once (429 past it)
     in_flight: collections.Counter = field(default_factory=collections.Counter)
+    stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
 
@@ -336,18 +338,42 @@ def _ended() -> Problem:
     return Problem(410, "this session has ended; its sandbox and workspace were removed: start a new session")
 
 
+def _stopped() -> Problem:
+    return Problem(503, "the server is shutting down: the call was stopped (an open session stays open: retry on "
+                        "a running server)", {"Retry-After": str(FULL_RETRY_AFTER)})
+
+
+def begin_shutdown(state: State) -> None:
+    """On a shutdown signal: calls in flight answer 503 and this process's sandboxes and execs
+    are removed now, under their calls (which would otherwise hold the shutdown), in a thread."""
+    if state.stopping:
+        return
+    state.stopping = True
+    me = str(os.getpid())
+    threading.Thread(target=lambda: [remove_containers({"runner.role": role, "runner.owner.pid": me})
+                                     for role in ("agent", "serve-exec")]).start()
+
+
 def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
     with live.lock:
         if live.closed:  # ended while this call waited for its turn
             raise _ended()
+        if state.stopping:
+            raise _stopped()
         r = live.runner
         r.store.on_output = (lambda _cid, text: relay(text)) if relay is not None else None
         try:
-            return r.call(tool, args)
+            res = r.call(tool, args)
         except RunnerError:
             if live.closed:  # ended under this call
                 raise _ended() from None
+            if state.stopping:
+                raise _stopped() from None
             raise
+        else:
+            if state.stopping:  # its sandbox was removed under it
+                raise _stopped()
+            return res
         finally:
             r.store.on_output = None
             try:
@@ -412,6 +438,8 @@ async def _sse(sid: str, relay: _Relay, task: asyncio.Future, tool: str):
         try:
             res = task.result()
             yield _event("result", res.model_dump(mode="json"))
+        except Problem as e:
+            yield _event("error", {"detail": e.detail})
         except Exception as e:
             yield _event("error", {"detail": f"runner could not run {tool}: {type(e).__name__}: {e}"})
         finished = True
@@ -513,6 +541,8 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str) -> d
     except ValidationError as e:
         raise Problem(422, [{"loc": ["body", "cmd"], "msg": e_["msg"], "type": e_["type"]}
                             for e_ in e.errors(include_url=False, include_input=False)]) from None
+    if state.stopping:
+        raise _stopped()
     try:  # a running exec counts against the tenant's maximum of sessions
         release = state.sessions.admit_elsewhere(grant, "exec")
     except Full as e:
@@ -526,6 +556,8 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str) -> d
             ex.stop()
     finally:
         release()
+    if state.stopping:  # its container was removed under it
+        raise _stopped()
     code = 124 if res.timed_out else (137 if res.oom_killed else res.exit_code)
     return {"exit_code": code, "timed_out": res.timed_out, "oom_killed": res.oom_killed,
             "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace"),

@@ -1,5 +1,6 @@
 """The `runner serve` process: the database migrated, orphans of a previous run reaped, the reaper
-loop, uvicorn; on SIGTERM/SIGINT this instance's sandboxes are removed (sessions stay open)."""
+loop, uvicorn; on SIGTERM/SIGINT this instance's sandboxes are removed at once (calls in flight
+answer 503; sessions stay open)."""
 from __future__ import annotations
 
 import signal
@@ -102,11 +103,18 @@ async def _announce(userver, state) -> None:
 async def _serve(app, state, opts: ServeOptions) -> None:
     import uvicorn
 
+    from .app import begin_shutdown
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:  # uvicorn's handler of SIGTERM and SIGINT, and ours
+            begin_shutdown(state)
+            super().handle_exit(sig, frame)
+
     config = uvicorn.Config(app, host=opts.host, port=opts.port, log_level="warning", lifespan="off",
-                            timeout_graceful_shutdown=5)
-    userver = uvicorn.Server(config)
+                            timeout_graceful_shutdown=30)  # calls end once their sandboxes go: let them answer
+    userver = Server(config)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda *_: setattr(userver, "should_exit", True))
+        signal.signal(signum, userver.handle_exit)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_reaper, state)

@@ -28,6 +28,18 @@ def flood(server, key: str, sid: str, n: int, command: str) -> tuple[list, list[
     return results, threads
 
 
+def running(docker_client, sid: str, command: str) -> bool:
+    """Whether a process of the session's sandbox runs that command line."""
+    for c in session_containers(docker_client, sid):
+        try:
+            top = docker_client.api.top(c["Id"], ps_args="-o pid,args")
+        except Exception:  # not running (yet, or any more)
+            continue
+        if any(command in " ".join(p) for p in top.get("Processes") or []):
+            return True
+    return False
+
+
 def test_one_tenant_flooding_a_session_stalls_no_other_tenant(start_server, data, policy_file, docker_client):
     keys = {t: add_tenant(t, data, policy_file) for t in ("flood", "calm")}
     server = start_server("--data", str(data))
@@ -68,3 +80,29 @@ def test_calls_queued_behind_a_running_one_answer_410_when_the_session_is_delete
     assert len(gone) >= 3 and all("ended" in body for body in gone), results
     assert {status for status, _ in results} <= {200, 410}, results
     assert not (data / "workspaces" / "queued" / sid).exists()
+
+
+def test_sigterm_stops_the_calls_in_flight_with_503_and_removes_their_sandboxes(start_server, data, policy_file,
+                                                                                docker_client):
+    key = add_tenant("stopped", data, policy_file, "--image", "runner/base")
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        assert c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "true"}}).status_code == 200
+    results, threads = flood(server, key, sid, 2, "sleep 60")  # one runs, one waits for its turn
+
+    def exec_():
+        with server.client(key) as c:
+            r = c.post("/v1/exec", json={"image": "runner/base", "cmd": ["sleep", "60"]})
+            results.append((r.status_code, r.text))
+    threads.append(threading.Thread(target=exec_))
+    threads[-1].start()
+    wait_for(lambda: running(docker_client, sid, "sleep 60"), 60, "the first call running")
+    wait_for(lambda: docker_client.api.containers(filters={"label": ["runner.role=serve-exec",
+                                                                     "runner.tenant=stopped"]}), 60, "the exec")
+    assert server.stop() == 0
+    for t in threads:
+        t.join(120)
+    assert [s for s, _ in results] == [503] * 3, results
+    assert all("shutting down" in body for _, body in results), results
+    assert not session_containers(docker_client, sid)
