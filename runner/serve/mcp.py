@@ -1,7 +1,9 @@
 """MCP over streamable HTTP at /mcp, with the tenants' keys: `runner mcp`'s server
 (runner/mcp_server.py), one sandbox per MCP session, each on a fresh workspace of its own under
 the data directory, with the tenant's default policy. An MCP session id answers only to the
-tenant that opened it: another tenant's requests with it get 404, like its sessions on /v1."""
+tenant that opened it: another tenant's requests with it get 404, like its sessions on /v1.
+A session takes its place among the tenant's sessions when it is opened (initialize: 429 past
+the maximum), called or not, and ends with DELETE or its idle timeout."""
 from __future__ import annotations
 
 import shutil
@@ -11,8 +13,9 @@ import anyio
 import anyio.to_thread
 
 from ..errors import ErrorType
-from ..mcp_server import SESSION_HEADER, NoSandbox, Options, Registry, build_server
+from ..mcp_server import SESSION_HEADER, NoSandbox, Options, Registry, Session, build_server
 from . import tenants as T
+from .app import FULL_RETRY_AFTER
 from .sessions import Full, own_workspace
 
 MAX_MCP_SESSIONS = 256
@@ -25,8 +28,18 @@ class TenantRegistry(Registry):
         super().__init__(Options(idle_timeout=idle_timeout, max_sessions=MAX_MCP_SESSIONS))
         self.state = state
 
+    def open(self, sid: str, grant: T.Grant, release) -> None:
+        """The session the SDK just opened, in the place admitted for it (its sandbox comes with
+        its first call)."""
+        with self._lock:
+            self.sessions[sid] = Session(self.runner_maker(grant), release=release)
+
     def admit(self, ctx):
-        """The tenant's maximum counts its MCP sessions with its /v1 ones (NoSandbox past it)."""
+        """The tenant's maximum counts its MCP sessions with its /v1 ones (NoSandbox past it); a
+        request outside any session uses the place its request was admitted with."""
+        place = ctx.request.scope.get("runner.place")
+        if place is not None and place.get("release"):
+            return place.pop("release")
         grant: T.Grant = ctx.request.scope["runner.tenant"]
         try:
             return self.state.sessions.admit_elsewhere(grant, "mcp")
@@ -34,7 +47,9 @@ class TenantRegistry(Registry):
             raise NoSandbox(str(e)) from None
 
     def make_runner_for(self, ctx):
-        grant: T.Grant = ctx.request.scope["runner.tenant"]
+        return self.runner_maker(ctx.request.scope["runner.tenant"])
+
+    def runner_maker(self, grant: T.Grant):
         state = self.state
 
         def make():
@@ -135,7 +150,15 @@ class McpEndpoint:
                 owner = self._owners.get(sid)
             if owner is not None and owner != grant.name:
                 return await JSONResponse({"detail": "no such MCP session"}, status_code=404)(scope, receive, send)
-        scope = {**scope, "runner.tenant": grant}
+        place = {}  # a request outside any session (initialize) takes a place among the tenant's sessions
+        if not sid and scope.get("method") == "POST":
+            try:
+                place["release"] = await anyio.to_thread.run_sync(self.state.sessions.admit_elsewhere, grant, "mcp",
+                                                                  limiter=self.state.quick)
+            except Full as e:
+                return await JSONResponse({"detail": str(e)}, status_code=429,
+                                          headers={"Retry-After": str(FULL_RETRY_AFTER)})(scope, receive, send)
+        scope = {**scope, "runner.tenant": grant, "runner.place": place}
         status = 0
 
         async def watch(message):
@@ -143,12 +166,19 @@ class McpEndpoint:
             if message["type"] == "http.response.start":
                 status = message["status"]
                 for k, v in message.get("headers") or []:
-                    if k.decode("latin-1").lower() == SESSION_HEADER and not sid:
+                    if k.decode("latin-1").lower() == SESSION_HEADER and not sid and status < 400:
+                        opened = v.decode("latin-1")
                         with self._lock:
-                            self._owners.setdefault(v.decode("latin-1"), grant.name)
+                            self._owners.setdefault(opened, grant.name)
+                        if place.get("release"):  # the place is the new session's now
+                            self.registry.open(opened, grant, place.pop("release"))
             await send(message)
 
-        await self.manager.handle_request(scope, receive, watch)
+        try:
+            await self.manager.handle_request(scope, receive, watch)
+        finally:
+            if place.get("release"):  # no session was opened with it
+                place.pop("release")()
         if sid and scope.get("method") == "DELETE" and 200 <= status < 300:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._end, sid)

@@ -68,11 +68,21 @@ def test_mcp_sessions_with_keys_one_sandbox_each(start_server, data, policy_file
     wait_for(lambda: not any((data / "mcp" / "m1").iterdir()), 60, "the MCP session's workspace removed")
 
 
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
 
-def test_mcp_sessions_count_against_the_tenants_maximum_with_v1_sessions(start_server, data, policy_file,
-                                                                           docker_client):
-    """One session allowed: an open /v1 session leaves no room for an MCP one (a clear tool
-    error), and an open MCP session none for a /v1 one (429); ending either makes room."""
+
+def mcp_headers(key: str, sid: str | None = None) -> dict:
+    h = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+         "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+    return {**h, "mcp-session-id": sid} if sid else h
+
+
+def test_an_mcp_session_takes_its_place_among_the_tenants_sessions_when_opened(start_server, data, policy_file,
+                                                                                 docker_client):
+    """One session allowed: an open /v1 session leaves no room to open an MCP one (429 at
+    initialize), and an MCP session, called or not, none for a second one or a /v1 one; ending
+    either makes room."""
     key = add_tenant("one", data, policy_file, "--max-sessions", "1")
     server = start_server("--data", str(data))
     url = server.url + "/mcp"
@@ -81,16 +91,20 @@ def test_mcp_sessions_count_against_the_tenants_maximum_with_v1_sessions(start_s
     async def main():
         with server.client(key) as c:
             sid = c.post("/v1/sessions", json={}).json()["id"]
-            async with AsyncExitStack() as stack:
-                http = await stack.enter_async_context(httpx2.AsyncClient(
-                    headers={"Authorization": f"Bearer {key}"}, timeout=120))
-                read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
-                s = await stack.enter_async_context(ClientSession(read, write))
-                await s.initialize()
-                seen["refused"] = await s.call_tool("bash", {"command": "echo no"})
+            async with httpx.AsyncClient(timeout=60) as raw:
+                refused = await raw.post(url, json=INIT, headers=mcp_headers(key))
+                assert refused.status_code == 429 and int(refused.headers["retry-after"]) > 0, refused.text
+                assert "has 1 open sessions (1 on /v1, 0 over MCP, 0 running /v1/exec)" in refused.json()["detail"]
                 assert c.delete(f"/v1/sessions/{sid}").status_code == 204
-                seen["admitted"] = await s.call_tool("bash", {"command": "echo yes"})
-                seen["v1_while_mcp"] = c.post("/v1/sessions", json={}).status_code
+                async with AsyncExitStack() as stack:
+                    http = await stack.enter_async_context(httpx2.AsyncClient(
+                        headers={"Authorization": f"Bearer {key}"}, timeout=120))
+                    read, write, *_ = await stack.enter_async_context(streamable_http_client(url, http_client=http))
+                    s = await stack.enter_async_context(ClientSession(read, write))
+                    await s.initialize()  # no call yet: the session holds its place all the same
+                    seen["second_mcp"] = (await raw.post(url, json=INIT, headers=mcp_headers(key))).status_code
+                    seen["v1_while_mcp"] = c.post("/v1/sessions", json={}).status_code
+                    seen["admitted"] = await s.call_tool("bash", {"command": "echo yes"})
             # the client's exit ended the MCP session (DELETE; its sandbox goes, then its place):
             # room again on /v1, and 429 until then
             def room() -> bool:
@@ -102,9 +116,6 @@ def test_mcp_sessions_count_against_the_tenants_maximum_with_v1_sessions(start_s
                 return False
             wait_for(room, 60, "room for a /v1 session once the MCP session ended")
     anyio.run(main)
-    refused = seen["refused"]
-    assert refused.is_error and "has 1 open sessions (1 on /v1, 0 over MCP, 0 running /v1/exec)" in text(refused), \
-        text(refused)
+    assert seen["second_mcp"] == 429 and seen["v1_while_mcp"] == 429
     assert not seen["admitted"].is_error and text(seen["admitted"]).strip() == "yes"
-    assert seen["v1_while_mcp"] == 429
     assert not tenant_containers(docker_client, "one")
