@@ -3,7 +3,7 @@
 the data directory, with the tenant's default policy. An MCP session id answers only to the
 tenant that opened it: another tenant's requests with it get 404, like its sessions on /v1.
 A session takes its place among the tenant's sessions when it is opened (initialize: 429 past
-the maximum), called or not, and ends with DELETE or its idle timeout."""
+the maximum), called or not, and ends with DELETE, its idle timeout, or its tenant's removal."""
 from __future__ import annotations
 
 import shutil
@@ -119,7 +119,15 @@ class McpEndpoint:
         await started.wait()
 
     async def reap(self) -> None:
-        for sid in self.registry.idle():
+        """End the idle sessions, and those of tenants removed (`runner tenants remove`)."""
+        ended = set(self.registry.idle())
+        with self._lock:
+            owners = dict(self._owners)
+        if owners:
+            present = await anyio.to_thread.run_sync(T.present, self.state.db, set(owners.values()),
+                                                     limiter=self.state.quick)
+            ended |= {sid for sid, tenant in owners.items() if tenant not in present}
+        for sid in ended:
             await anyio.to_thread.run_sync(self._end, sid)
 
     def _end(self, sid: str) -> None:

@@ -134,6 +134,12 @@ def remove(database: D.Database, name: str) -> list[str]:
     return ids
 
 
+def present(database: D.Database, names: set[str]) -> set[str]:
+    """Those of the names that are tenants still."""
+    with database.session() as s:
+        return set(s.scalars(select(D.Tenant.name).where(D.Tenant.name.in_(names))))
+
+
 def authenticate(database: D.Database, key: str | None) -> Grant | None:
     """The tenant whose key this is, or None. Every request reads the row: no cache."""
     if not key or not key.startswith("rk_") or len(key) > 200:

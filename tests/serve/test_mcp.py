@@ -13,7 +13,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from .conftest import add_tenant, fresh_minute, tenant_containers, wait_for
+from .conftest import add_tenant, fresh_minute, tenant_containers, tenants, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -119,3 +119,22 @@ def test_an_mcp_session_takes_its_place_among_the_tenants_sessions_when_opened(s
     assert seen["second_mcp"] == 429 and seen["v1_while_mcp"] == 429
     assert not seen["admitted"].is_error and text(seen["admitted"]).strip() == "yes"
     assert not tenant_containers(docker_client, "one")
+
+
+def test_removing_a_tenant_ends_its_mcp_sessions(start_server, data, policy_file, docker_client):
+    key = add_tenant("leaving", data, policy_file)
+    server = start_server("--data", str(data))
+    with httpx.Client(timeout=60) as c:
+        r = c.post(server.url + "/mcp", json=INIT, headers=mcp_headers(key))
+        assert r.status_code == 200, r.text
+        sid = r.headers["mcp-session-id"]
+        c.post(server.url + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+               headers=mcp_headers(key, sid))
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash", "arguments": {
+            "command": "echo here"}}}
+        r = c.post(server.url + "/mcp", json=call, headers=mcp_headers(key, sid))
+        assert r.status_code == 200 and "here" in r.text, r.text
+    assert tenant_containers(docker_client, "leaving")
+    tenants("remove", "leaving", data=data)
+    wait_for(lambda: not tenant_containers(docker_client, "leaving"), 60, "the removed tenant's MCP sandbox removed")
+    wait_for(lambda: not any((data / "mcp" / "leaving").iterdir()), 60, "its MCP workspace removed")
