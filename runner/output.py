@@ -68,11 +68,12 @@ class ResultStore:
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
         d = self._dir
-        if self._indexes and d is not None:  # an earlier output of this id: its index goes with it
-            self._indexes.pop(d / _file_name(call_id), None)
-        if self._kept:  # and the bytes its file held, which the new one replaces
-            with self._dir_lock:
-                self._kept_total -= self._kept.pop(_file_name(call_id), 0)
+        if d is not None and (self._indexes or self._kept):  # an earlier output of this id goes now, its
+            old = d / _file_name(call_id)  # index and its bytes with it: the new one replaces it, spilled
+            self._indexes.pop(old, None)  # or not (else ids used again, each once with a big output, kept
+            with self._dir_lock:  # more than `keep` on disk)
+                self._kept_total -= self._kept.pop(old.name, 0)
+            old.unlink(missing_ok=True)
 
         def kept(path: Path, index: LineIndex) -> None:  # only an output that spills is kept, with its index
             self._indexes[path] = index

@@ -140,7 +140,8 @@ def identity(root: str, path: str) -> tuple[int, int]:
     links: a source the sandbox swapped for a link after runner checked it would hand the next
     sandbox the host's directory. runner notes each workspace source's identity this way when it
     plans the sandbox, and the executor finds the same one at the target once the container has
-    started (check_started), from /proc/PID/root, before anything of the sandbox runs there."""
+    started (check_started), from /proc/PID/root, before the sandbox is given anything to run: a
+    Runner's container runs only runner's own bootstrap until its payload comes over stdin."""
     fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for name in (p for p in path.split("/") if p not in ("", ".")):

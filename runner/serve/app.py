@@ -140,8 +140,8 @@ def create_app(state: State) -> FastAPI:
                                f"after {int(retry + 0.999)} s", {"Retry-After": str(int(retry + 0.999))})
 
     async def live_of(grant: T.Grant, sid: str):
-        try:
-            return await blocking(state.sessions.use, grant, sid)
+        try:  # (on the tools' threads: it may make a Runner, or drop one and its containers)
+            return await working(state.sessions.use, grant, sid)
         except NotFound as e:
             raise Problem(404, str(e)) from None
         except Gone as e:
@@ -219,8 +219,8 @@ def create_app(state: State) -> FastAPI:
             raise Problem(404, str(e)) from None
         except Gone as e:
             raise Problem(410, str(e)) from None
-        with anyio.CancelScope(shield=True):
-            await blocking(state.sessions.close, sid, "deleted")
+        with anyio.CancelScope(shield=True):  # (containers and a workspace to remove: the tools' threads)
+            await working(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{sid}/calls")
@@ -228,9 +228,9 @@ def create_app(state: State) -> FastAPI:
         """One tool call: 200 and the ToolResult (a tool's failure is `is_error: true`). With
         ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
         body = await parse(request, CallIn)
-        live = await live_of(grant, sid)
-        slot = _Slot(state, grant)
+        slot = _Slot(state, grant)  # first: finding the session's Runner takes one of the tools' threads
         try:
+            live = await live_of(grant, sid)
             await quota(grant)
         except BaseException:
             slot.release()
@@ -249,16 +249,16 @@ def create_app(state: State) -> FastAPI:
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
-        live = await live_of(grant, sid)
-        data = await request.body()
         with _Slot(state, grant):
+            live = await live_of(grant, sid)
+            data = await request.body()
             await in_turn(live, _put, live, path, data)
         return Response(status_code=204)
 
     @app.get("/v1/sessions/{sid}/files/{path:path}")
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
-        live = await live_of(grant, sid)
         with _Slot(state, grant):
+            live = await live_of(grant, sid)
             data = await working(_get, live, path)
         return Response(data, media_type="application/octet-stream")
 
@@ -268,16 +268,18 @@ def create_app(state: State) -> FastAPI:
         body = await parse(request, ExecIn)
         image = _granted_image(grant, body.image)
         run = "exec-" + secrets.token_hex(8)  # the container's runner.session label
+        left = threading.Event()  # the client went away: the thread's exec kills its command (cancel)
         with _Slot(state, grant):
             await quota(grant)
-            work = asyncio.ensure_future(anyio.to_thread.run_sync(_exec, state, grant, image, body, run,
+            work = asyncio.ensure_future(anyio.to_thread.run_sync(_exec, state, grant, image, body, run, left,
                                                                   abandon_on_cancel=True, limiter=state.threads))
             gone = asyncio.ensure_future(_disconnected(request))
             await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
             gone.cancel()
-            if not work.done():  # the client went away: stop its command
+            if not work.done():  # the client went away: stop its command, whenever its container comes
+                left.set()
                 work.cancel()
-                await blocking(remove_containers, {"runner.session": run, "runner.role": "serve-exec"})
+                await working(remove_containers, {"runner.session": run, "runner.role": "serve-exec"})
                 raise Problem(499, "the client went away; its command was stopped")
             return work.result()
 
@@ -371,8 +373,8 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
                 raise _stopped() from None
             raise
         else:
-            if state.stopping:  # its sandbox was removed under it
-                raise _stopped()
+            if state.stopping and res.is_error:  # its sandbox was removed under it (a call that
+                raise _stopped()  # finished keeps its answer: a retry would run it twice)
             return res
         finally:
             r.store.on_output = None
@@ -510,8 +512,11 @@ async def _disconnected(request: Request) -> None:
         pass
 
 
-def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str) -> dict:
+def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str, left: threading.Event) -> dict:
+    """The exec, to its end or until `left` is set (the client went away: its command is killed,
+    whether it started before or after that)."""
     from executors.docker import DockerExecutor
+    from executors.errors import ExecCancelled
     from executors.models import ExecRequest
 
     from ..errors import UsageError
@@ -551,13 +556,15 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str) -> d
         ex = DockerExecutor(cfg)
         ex.start()
         try:
-            res = ex.exec(req, on_output=on_output)
+            res = ex.exec(req, on_output=on_output, cancel=left)
+        except ExecCancelled:
+            raise Problem(499, "the client went away; its command was stopped") from None
         finally:
             ex.stop()
     finally:
         release()
-    if state.stopping:  # its container was removed under it
-        raise _stopped()
+    if state.stopping and (res.exit_code < 0 or res.exit_code >= 128):  # killed: its container was
+        raise _stopped()  # removed under it (one that ended keeps its answer: a retry would run it twice)
     code = 124 if res.timed_out else (137 if res.oom_killed else res.exit_code)
     return {"exit_code": code, "timed_out": res.timed_out, "oom_killed": res.oom_killed,
             "stdout": out["stdout"].decode("utf-8", "replace"), "stderr": out["stderr"].decode("utf-8", "replace"),

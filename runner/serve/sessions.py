@@ -205,6 +205,10 @@ class Sessions:
 
     def remove(self, tenant: str, sid: str) -> None:
         """Remove what a closed session left: containers (any instance's), Runner, workspace."""
+        with self._lock:
+            live = self.live.get(sid)
+        if live is not None:  # first: a call queued behind the running one, whose turn comes as its
+            live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
         self._drop(sid)
         ws = self.workspace(tenant, sid)

@@ -147,7 +147,7 @@ def test_hardlink_to_protected_file_is_refused(ws):
     Guard(ws, [".git/hooks"]).check_writable("src/a2.py")
 
 
-def test_the_hard_link_check_never_leaves_the_workspace(ws, tmp_path):
+def test_the_hard_link_check_never_leaves_the_workspace(ws, tmp_path, monkeypatch):
     """The sandbox links a protected directory missing at the start to a host directory, and a
     file to a host file: the check stats no host file and walks no host directory (it walked
     `/` from `.runner/tools -> /`, and its refusal named a host file linked to the target)."""
@@ -161,8 +161,17 @@ def test_the_hard_link_check_never_leaves_the_workspace(ws, tmp_path):
     (ws / "y").write_text("y\n")
     os.link(ws / "y", ws / "y2")
     g = Guard(ws, [".runner/tools", ".git/hooks"])
+    walked = []
+    real = os.scandir
+
+    def scandir(fd):
+        walked.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "scandir", scandir)
     g.check_writable("x")  # a host file: not the check's to stat (the tool refuses it as outside)
     g.check_writable("y")  # linked within the workspace, to nothing protected
+    assert walked and all(w.startswith(str(ws) + "/") for w in walked), walked  # .git/hooks only, never host/sub
 
 
 def test_the_hard_link_check_is_bounded_in_all(ws, monkeypatch):

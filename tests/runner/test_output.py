@@ -77,6 +77,12 @@ def test_a_session_keeps_no_more_than_keep_bytes_on_disk():
             again.write("z" * 99 + "\n")
         _, meta = again.finish()
         assert store.path("c1").stat().st_size == 10_000 and "not_kept_bytes" not in meta
+        for n in range(5):  # an id used again with a short output: its old file goes, not just its count
+            big = store.sink(f"x{n}", Caps(100, 5))
+            big.write("y" * 50_000)
+            big.finish()
+            store.sink(f"x{n}", Caps(100, 5)).write("short")
+        assert sum(p.stat().st_size for p in store.dir.iterdir()) <= 100_000
     finally:
         store.close()
 
