@@ -68,10 +68,13 @@ class ResultStore:
 
     def sink(self, call_id: str, caps: Caps) -> "OutputSink":
         d = self._dir
-        if d is not None and (self._indexes or self._kept):  # an earlier output of this id goes now, its
-            old = d / _file_name(call_id)  # index and its bytes with it: the new one replaces it, spilled
-            self._indexes.pop(old, None)  # or not (else ids used again, each once with a big output, kept
-            with self._dir_lock:  # more than `keep` on disk)
+        if d is not None and (self._indexes or self._kept):
+            # An earlier output of this id goes now, its index and its bytes with it: the new one
+            # replaces it, spilled or not (else ids used again, each once with a big output, kept
+            # more than `keep` on disk).
+            old = d / _file_name(call_id)
+            self._indexes.pop(old, None)
+            with self._dir_lock:
                 self._kept_total -= self._kept.pop(old.name, 0)
             old.unlink(missing_ok=True)
 

@@ -16,7 +16,11 @@ def make_runner(workspace: str, executor: str | None, policy: str | None, protec
 
     kw: dict[str, Any] = {}
     r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
-    warn(r.warnings())
+    try:
+        warn(r.warnings())
+    except BaseException:
+        r.close()
+        raise
     return r
 
 
