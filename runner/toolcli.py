@@ -11,16 +11,19 @@ MAX_LINE_BYTES = ARGS_MAX_BYTES + 64 * 1024  # a session line: the largest argum
 
 
 def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str],
-                dialect: str | None = None):
+                dialect: str | None = None, *, warned: bool = True):
+    """The Runner of a command that runs tools. warned: its warnings (warn) said now, else the
+    caller says them once the engine answered (an engine that does not is one line alone)."""
     from .core import Runner
 
     kw: dict[str, Any] = {}
     r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
-    try:
-        warn(r.warnings())
-    except BaseException:
-        r.close()
-        raise
+    if warned:
+        try:
+            warn(r.warnings())
+        except BaseException:
+            r.close()
+            raise
     return r
 
 
@@ -57,8 +60,9 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
     from .printable import json_text
 
     args = parse_args_json(args_text)
-    with make_runner(workspace, executor, policy, protect, dialect) as r:
+    with make_runner(workspace, executor, policy, protect, dialect, warned=False) as r:
         require_engine(r)
+        warn(r.warnings())
         res = r.call(tool, args)
     sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
@@ -111,8 +115,9 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
     from .results import ToolResult
 
     out = sys.stdout
-    with make_runner(workspace, executor, policy, protect, dialect) as r:
+    with make_runner(workspace, executor, policy, protect, dialect, warned=False) as r:
         require_engine(r)
+        warn(r.warnings())
         for n, line in lines(sys.stdin.buffer, MAX_LINE_BYTES):
             if line is not None and not line.strip():
                 continue
