@@ -124,8 +124,9 @@ def usable(engine: str, runtime: str | None, info=None) -> bool:
                 info = engine_info(engine, lambda: wire.json("GET", "/info"))
             except Exception:
                 return False
-        uname = os.uname()
-        known = info.get("Name") == uname.nodename and info.get("KernelVersion") == uname.release
+        from executors.docker.runtimes import on_this_machine
+
+        known = on_this_machine(info)
         with _engines_lock:
             _engines[engine] = known
     return known

@@ -218,13 +218,12 @@ class DockerExecutor(Executor):
         mounted at its target (mounts.check_started), else InvalidConfig (the caller removes
         the container). Elsewhere (a remote engine, gVisor, not root) it cannot be looked at."""
         from .mounts import check_started
-        from .runtimes import engine_info
+        from .runtimes import engine_info, on_this_machine
 
         if not any(m.identity for m in self.config.mounts) or os.geteuid() != 0:
             return
         known = engine_info(self._runtime_key(), info)
-        uname = os.uname()
-        if known.get("Name") != uname.nodename or known.get("KernelVersion") != uname.release:
+        if not on_this_machine(known):
             return
         attrs = inspect()
         runtime = (attrs.get("HostConfig") or {}).get("Runtime") or known.get("DefaultRuntime")

@@ -25,6 +25,7 @@ that error is the caller's, and the choice stands. A runtime a config names is n
 """
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from typing import Callable, TypeVar
@@ -52,6 +53,13 @@ def engine_info(key: str, fetch: Callable[[], dict]) -> dict:
         with _lock:
             _info.setdefault(key, known)
     return known
+
+
+def on_this_machine(info: dict) -> bool:
+    """Whether the engine of this `docker info` runs its containers on this very machine: its host
+    name and kernel are ours (not a VM, another host, or from inside a container)."""
+    uname = os.uname()
+    return info.get("Name") == uname.nodename and info.get("KernelVersion") == uname.release
 
 
 def chosen(configured: str | None, key: str, fetch: Callable[[], dict], cache: bool = True) -> str | None:
