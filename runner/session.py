@@ -36,6 +36,7 @@ class Session:
         self._tools: Optional[list[ToolFolder]] = None
         self._pool = None
         self._sandbox: Optional[Sandbox] = None
+        self._busy: Optional[Sandbox] = None  # the sandbox of the op running now (abort())
         self._lock = threading.RLock()
 
     # -- the facts ------------------------------------------------------------------------
@@ -147,6 +148,8 @@ class Session:
         message. Raises NoSandbox, or SandboxDied (the sandbox is closed; the next op gets a
         fresh one)."""
         sandbox = self.acquire()
+        with self._lock:
+            self._busy = sandbox
         try:
             return sandbox.call(call_id, op, args, timeout, on_output=on_output)
         except SandboxDied:
@@ -156,5 +159,21 @@ class Session:
                     self._sandbox = None
             raise
         finally:
+            with self._lock:
+                self._busy = None
             if self.lifecycle == "per-call":
                 sandbox.close()
+
+    def abort(self, why: str) -> bool:
+        """End the op running now, if one is (False if none): its sandbox is removed under it
+        (the op ends as SandboxDied) and the next op gets a fresh one, told nothing of it. The
+        caller makes sure the op running is the one it means (runner serve: a client that left)."""
+        with self._lock:
+            sandbox = self._busy
+            if sandbox is None:
+                return False
+            sandbox.retired = why
+            if sandbox is self._sandbox:
+                self._sandbox = None
+        sandbox.close()
+        return True

@@ -241,10 +241,10 @@ def create_app(state: State) -> FastAPI:
             return JSONResponse(res.model_dump(mode="json"))
         relay = _Relay(asyncio.get_running_loop())
         # the call is a task of its own, its slot released when it ends, whether or not the stream is read
-        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay.feed,
+        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay,
                                              abandon=True))
         task.add_done_callback(lambda _: slot.release())
-        return StreamingResponse(_sse(sid, relay, task, body.tool), media_type="text/event-stream",
+        return StreamingResponse(_sse(relay, task, body.tool), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
@@ -363,7 +363,9 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
         if state.stopping:
             raise _stopped()
         r = live.runner
-        r.store.on_output = (lambda _cid, text: relay(text)) if relay is not None else None
+        if relay is not None and not relay.begin(r.session):
+            raise Problem(499, "the client went away; its call never ran")
+        r.store.on_output = (lambda _cid, text: relay.feed(text)) if relay is not None else None
         try:
             res = r.call(tool, args)
         except RunnerError:
@@ -378,6 +380,8 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
             return res
         finally:
             r.store.on_output = None
+            if relay is not None:
+                relay.end()
             try:
                 state.sessions.touch(sid)
             except Exception:
@@ -395,6 +399,28 @@ class _Relay:
         self.pending: collections.deque[str] = collections.deque()
         self.chars = 0
         self.dropped = 0
+        self.calling = threading.Lock()  # begin, end and leave, so that leave stops this call and no other
+        self.running = None  # the session the call runs in, while it runs
+        self.left = False  # the client went away
+
+    def begin(self, session) -> bool:
+        """The call starts in session (False: its client has gone, it must not)."""
+        with self.calling:
+            self.running = None if self.left else session
+            return not self.left
+
+    def end(self) -> None:
+        with self.calling:
+            self.running = None
+
+    def leave(self) -> None:
+        """The client went away: a call running now stops (its sandbox goes; the session's next
+        call gets a fresh one), one not begun never does. Only this call's: the session's turn
+        passes on after end(), which waits for this."""
+        with self.calling:
+            self.left = True
+            if self.running is not None:
+                self.running.abort("the client of its call went away")
 
     def feed(self, text: str) -> None:
         with self.lock:
@@ -423,7 +449,7 @@ def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse(sid: str, relay: _Relay, task: asyncio.Future, tool: str):
+async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
     finished = False
     try:
         while not task.done():
@@ -450,8 +476,7 @@ async def _sse(sid: str, relay: _Relay, task: asyncio.Future, tool: str):
             # session stays, and its next call gets a fresh sandbox); one still waiting for its turn never runs
             # (a thread, not an await: a cancelled or closed generator cannot wait here)
             task.cancel()
-            threading.Thread(target=remove_containers, args=({"runner.session": sid, "runner.role": "agent",
-                                                              "runner.owner.pid": str(os.getpid())},)).start()
+            threading.Thread(target=relay.leave).start()
 
 
 # -- files -------------------------------------------------------------------------------------

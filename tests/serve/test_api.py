@@ -217,6 +217,35 @@ def test_a_client_that_disconnects_mid_stream_ends_the_call_and_the_session_goes
         c.delete(f"/v1/sessions/{sid}")
 
 
+def test_a_client_that_leaves_while_its_call_waits_for_its_turn_stops_only_that_call(two, docker_client):
+    """The streaming call that never ran is dropped; the call running ahead of it, another
+    client's, keeps its sandbox and ends as it would have (it was removed under it before)."""
+    with two.client(two.keys["acme"]) as c, two.client(two.keys["acme"]) as c2:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        ahead = {"tool": "bash", "args": {"command": "echo started; sleep 3; echo ok"}}
+        queued = {"tool": "bash", "args": {"command": "echo queued-ran > queued.txt"}}
+        events: list[tuple[str, dict]] = []
+        with c.stream("POST", f"/v1/sessions/{sid}/calls", params={"stream": "true"}, json=ahead) as r:
+            lines = r.iter_lines()
+            for line in lines:
+                if "started" in line:
+                    break
+            with c2.stream("POST", f"/v1/sessions/{sid}/calls", params={"stream": "true"}, json=queued) as q:
+                assert q.status_code == 200  # accepted: it waits for the running call's turn
+            name = None
+            for line in lines:
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    events.append((name, json.loads(line[6:])))
+        assert events[-1][0] == "result", events
+        assert not events[-1][1]["is_error"] and events[-1][1]["content"] == "started\nok\n", events[-1]
+        res = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": "cat queued.txt; echo next"}})
+        assert res.status_code == 200 and res.json()["content"].endswith("next\n"), res.text
+        assert "queued-ran" not in res.json()["content"]  # the call whose client left never ran
+        c.delete(f"/v1/sessions/{sid}")
+
+
 def test_a_new_key_replaces_the_old_at_once_in_the_running_server(two, data):
     with two.client(two.keys["beta"]) as c:
         assert c.get("/v1/sessions").status_code == 200
