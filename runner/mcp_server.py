@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
 from .results import ImageBlock, ToolResult
-from .turns import in_turn
+from .turns import Stoppable, in_turn
 
 SESSION_HEADER = "mcp-session-id"
 PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
@@ -107,17 +107,25 @@ class Session:
                                      f"{e.get('error')}\n")
             return tools
 
-    def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None) -> tuple[ToolResult, bool]:
-        """(the result, whether the tool list changed). relay receives bash's output as it comes."""
+    def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None,
+             stop: Stoppable | None = None) -> tuple[ToolResult, bool]:
+        """(the result, whether the tool list changed). relay receives bash's output as it comes.
+        stop: the request's, stopped when its client cancels it."""
         from .core import STREAMING_TOOLS
 
         with self._runner() as r:
-            before = mcp_tools(r) if name == "refresh_tools" else None
-            d = getattr(r, "dialect", None)
-            native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
-            self._relay = relay if native in STREAMING_TOOLS else None
-            result = r.call(name, args)
-            return result, before is not None and mcp_tools(r) != before
+            if stop is not None and not stop.begin(r.session):
+                raise NoSandbox("the client cancelled this call before it began")
+            try:
+                before = mcp_tools(r) if name == "refresh_tools" else None
+                d = getattr(r, "dialect", None)
+                native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
+                self._relay = relay if native in STREAMING_TOOLS else None
+                result = r.call(name, args)
+                return result, before is not None and mcp_tools(r) != before
+            finally:
+                if stop is not None:
+                    stop.end()
 
     def close(self) -> None:
         """Remove the sandbox. A call still running (its client gone) has its sandbox removed
@@ -271,12 +279,18 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: in
         name, args = params.name, dict(params.arguments or {})
         relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
         out: dict[str, Any] = {}
+        stop = Stoppable()
         async with anyio.create_task_group() as tg:
             if relay is not None:
                 tg.start_soon(relay.run)
             try:
                 out["result"], out["changed"] = await in_session(ctx, Session.call, name, args,
-                                                                 relay.feed if relay else None, abandon=True)
+                                                                 relay.feed if relay else None, stop, abandon=True)
+            except anyio.get_cancelled_exc_class():  # the client cancelled it, or went away: the call stops
+                # now, not at its timeout with the session's next call waiting behind it (a thread: a
+                # cancelled task cannot wait here)
+                threading.Thread(target=stop.stop).start()
+                raise
             except NoSandbox as e:
                 out["error"] = str(e)
             except Exception as e:  # the Runner reports a tool's failure as a result: this is the Runner failing

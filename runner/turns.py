@@ -42,3 +42,31 @@ async def in_turn(holder: Any, work: Callable[[], Any], abandon: bool, limiter) 
                 state["gave_up"] = True
                 turn.release()
         raise
+
+
+class Stoppable:
+    """One call whose client may give up on it. stop() ends it if it runs (Session.abort: its
+    sandbox goes under it, the session's next call gets a fresh one) and keeps it from starting
+    if it has not. Only this call: the call's thread calls end() before the session's turn passes
+    on, and end() waits for a stop() under way."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = None  # the session (runner/session.py) the call runs in, while it runs
+        self.stopped = False
+
+    def begin(self, session) -> bool:
+        """The call starts in session; False (and it must not) once stop() came first."""
+        with self._lock:
+            self._running = None if self.stopped else session
+            return not self.stopped
+
+    def end(self) -> None:
+        with self._lock:
+            self._running = None
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            if self._running is not None:
+                self._running.abort("the client of its call gave up on it")

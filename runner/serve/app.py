@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
 from ..errors import RunnerError
+from ..turns import Stoppable
 from . import files as F
 from . import tenants as T
 from .db import Database
@@ -363,7 +364,7 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
         if state.stopping:
             raise _stopped()
         r = live.runner
-        if relay is not None and not relay.begin(r.session):
+        if relay is not None and not relay.call.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
         r.store.on_output = (lambda _cid, text: relay.feed(text)) if relay is not None else None
         try:
@@ -381,7 +382,7 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
         finally:
             r.store.on_output = None
             if relay is not None:
-                relay.end()
+                relay.call.end()
             try:
                 state.sessions.touch(sid)
             except Exception:
@@ -399,28 +400,7 @@ class _Relay:
         self.pending: collections.deque[str] = collections.deque()
         self.chars = 0
         self.dropped = 0
-        self.calling = threading.Lock()  # begin, end and leave, so that leave stops this call and no other
-        self.running = None  # the session the call runs in, while it runs
-        self.left = False  # the client went away
-
-    def begin(self, session) -> bool:
-        """The call starts in session (False: its client has gone, it must not)."""
-        with self.calling:
-            self.running = None if self.left else session
-            return not self.left
-
-    def end(self) -> None:
-        with self.calling:
-            self.running = None
-
-    def leave(self) -> None:
-        """The client went away: a call running now stops (its sandbox goes; the session's next
-        call gets a fresh one), one not begun never does. Only this call's: the session's turn
-        passes on after end(), which waits for this."""
-        with self.calling:
-            self.left = True
-            if self.running is not None:
-                self.running.abort("the client of its call went away")
+        self.call = Stoppable()  # stopped when the client goes away mid-stream
 
     def feed(self, text: str) -> None:
         with self.lock:
@@ -476,7 +456,7 @@ async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
             # session stays, and its next call gets a fresh sandbox); one still waiting for its turn never runs
             # (a thread, not an await: a cancelled or closed generator cannot wait here)
             task.cancel()
-            threading.Thread(target=relay.leave).start()
+            threading.Thread(target=relay.call.stop).start()
 
 
 # -- files -------------------------------------------------------------------------------------

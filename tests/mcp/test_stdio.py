@@ -162,6 +162,26 @@ def test_refresh_tools_that_changes_the_list_sends_list_changed(env, server_args
     assert text(stamped) == "1: x\n2: y\n"
 
 
+def test_a_call_the_client_cancels_stops_and_the_next_call_runs_at_once(env, server_args, workspace):
+    """The SDK's client sends notifications/cancelled when its request is abandoned: the call's
+    sandbox goes under it, and the session's next call runs in a fresh one at once (it waited
+    behind the cancelled call for its whole timeout before)."""
+    async def go(session):
+        async with anyio.create_task_group() as tg:
+            async def long():
+                await session.call_tool("bash", {"command": "touch started; sleep 600", "timeout": 900})
+            tg.start_soon(long)
+            with anyio.fail_after(120):
+                while not (workspace / "started").exists():
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(90):
+            return await session.call_tool("bash", {"command": "echo next; ls started"})
+
+    res = with_session(env, server_args, go)
+    assert not res.is_error and text(res) == "next\nstarted\n", text(res)  # the workspace stays
+
+
 def hold(env, server_args):
     """A client process holding a long bash call: (the client, the server's pid)."""
     client = subprocess.Popen([sys.executable, str(Path(__file__).with_name("hold_client.py")), *server_args],
