@@ -39,6 +39,7 @@ class SSHBackend(BackendConfig):
 
 class SSHPlacement(Placement):
     remote = True
+    isolated = False  # the tools run on the host as its user: no container holds the policy there
     config: SSHBackend
 
     def __init__(self, config: SSHBackend, setting: Setting) -> None:
@@ -48,6 +49,18 @@ class SSHPlacement(Placement):
     @property
     def workspace(self) -> str:
         return self.config.ssh.workdir
+
+    def warnings(self) -> list[str]:
+        """The SSH host is no sandbox: say so as the local executor does (policy.warnings)."""
+        ssh, pol = self.config.ssh, self.setting.policy
+        out = [f"executor ssh: tools run on {ssh.user}@{ssh.host} with that user's permissions, through its python3. "
+               "This is NOT a sandbox: no container, no network isolation (bash reaches whatever the host reaches, "
+               "whatever the policy's network mode), no resource limits, and protected directories are checked "
+               "by the writing tools only (bash can write them)"]
+        if pol.sandbox.workspace == "ro":
+            out.append("sandbox.workspace ro cannot be enforced by the ssh executor: only the writing tools are "
+                       "refused, bash can still write")
+        return out
 
     @property
     def tools_root(self) -> str:

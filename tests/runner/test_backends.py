@@ -79,6 +79,27 @@ def test_ssh_placement_is_the_hosts_workspace(tmp_path):
     assert p.ship([]) is None and p.shipped is None
 
 
+def test_the_ssh_executor_says_loudly_that_it_is_no_sandbox(tmp_path):
+    """The tools run on the SSH host as its user, with no container: the policy's network mode,
+    limits, read-only workspace and protected directories (path checks only) are not held there by
+    any kernel. The local executor said so on stderr before every command that runs tools; the ssh
+    one said nothing, under the default policy's `network: none` as under any other."""
+    from runner import Runner
+
+    p = SSHBackend(ssh=SSHConfig(**SSH)).placement(setting(tmp_path, "ssh"))
+    assert not p.isolated
+    [w] = p.warnings()
+    assert "executor ssh" in w and "u@127.0.0.1" in w and "NOT a sandbox" in w and "network" in w, w
+    ro = SSHBackend(ssh=SSHConfig(**SSH)).placement(setting(tmp_path, "ssh", sandbox={"executor": "ssh",
+                                                                                       "workspace": "ro"}))
+    assert any("workspace ro" in x for x in ro.warnings()), ro.warnings()
+    r = Runner(executor="ssh", ssh=SSHConfig(**SSH), workspace=tmp_path)
+    try:
+        assert any("NOT a sandbox" in x for x in r.warnings()), r.warnings()
+    finally:
+        r.close()
+
+
 def test_a_registered_backend_is_a_policy_choice(tmp_path, monkeypatch):
     """Adding a backend: one config class (and its Placement), one register() line; the policy's
     sandbox.executor accepts it, and the Runner's session asks its Placement."""
