@@ -25,6 +25,9 @@ from .models import ExecRequest
 from .posix import KILL_SESSION, PID_LINE_MAX
 
 
+QUICK_OUTPUT = 64 * 1024  # bytes of a quick command's output kept (the rest is read and dropped)
+
+
 class HostKeyRefused(ExecutorError):
     """The server's host key is unknown or does not match known_hosts."""
 
@@ -233,15 +236,29 @@ class SSHExecutor(Executor):
         except paramiko.SSHException as e:
             raise EngineUnavailable(f"SSH to {where} failed: {e}") from None
 
-    def _run_quick(self, command: str, timeout: float = 10.0) -> tuple[int, bytes]:
+    def _run_quick(self, command: str, timeout: float = 10.0, keep: int = QUICK_OUTPUT) -> tuple[int, bytes]:
+        """Run a short command of runner's own (a kill) to its end: at most `keep` bytes of its
+        output are kept, and it ends by `timeout` whatever the host prints. The host is the
+        sandbox: what its user's shell start-up prints comes first, and it may print without end."""
+        deadline = time.monotonic() + timeout
+        late = f"{command.split()[0]} on {self.config.host} did not end within {timeout:g}s"
         chan = self._transport().open_session(timeout=self.config.connect_timeout)
         try:
             chan.settimeout(timeout)
             chan.exec_command(command)
             chan.shutdown_write()
             out = bytearray()
-            while data := chan.recv(65536):
-                out += data
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise socket.timeout(late)
+                chan.settimeout(left)
+                data = chan.recv(65536)
+                if not data:
+                    break
+                out += data[: max(0, keep - len(out))]
+            if not chan.status_event.wait(max(0.0, deadline - time.monotonic())):
+                raise socket.timeout(late)
             return chan.recv_exit_status(), bytes(out)
         finally:
             chan.close()

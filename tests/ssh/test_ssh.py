@@ -118,3 +118,42 @@ def test_a_hung_server_cannot_hang_a_call(ssh_config, sshd):
             time.sleep(0.6)
             for pid in stopped:
                 os.kill(pid, signal.SIGCONT)
+
+
+def test_what_the_host_prints_around_a_kill_is_bounded_in_size_and_time(ssh_config, sshd):
+    """On the ssh executor the host is the sandbox: the agent there can write its user's shell
+    start-up (~/.bashrc, which bash runs for every command sshd starts), and that prints before
+    every command, the kill of a timed-out one included. The kill read all of it into the
+    controller's memory for as long as it came: a start-up that prints without end held the call
+    past its timeout for ever, and a flood grew the controller by its size. Here that start-up is
+    the key's forced command: before the kill's command (`sh -c …`) it prints 20 MB, then a line
+    every 0.2 s, for ever; every other command runs as sent."""
+    import tracemalloc
+
+    pub = (sshd.dir / "client.pub").read_text().strip()
+    startup = ('case \\"$SSH_ORIGINAL_COMMAND\\" in \\"sh -c \\"*) head -c 20000000 /dev/zero; '
+               'while :; do echo again; sleep 0.2; done;; esac; exec /bin/sh -c \\"$SSH_ORIGINAL_COMMAND\\"')
+    (sshd.dir / "authorized_keys").write_text(f'command="{startup}" {pub}\n')
+    ex = SSHExecutor(ssh_config)
+    done: list = []
+
+    def call():
+        tracemalloc.start()
+        try:
+            done.append(ex.exec(ExecRequest(argv=["sleep", "60"], timeout=1)))
+            done.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+
+    try:
+        t0 = time.monotonic()
+        worker = threading.Thread(target=call, daemon=True)
+        worker.start()
+        worker.join(60)
+        assert done, f"the call was still running {time.monotonic() - t0:.0f}s after its 1 s timeout"
+        res, peak = done
+        assert res.timed_out and res.exit_code == 124
+        assert peak < 16 * 2**20, f"the controller held {peak} bytes of what the host printed"
+    finally:
+        ex.stop()
+        sshd.stop()  # ends the start-up that prints for ever
