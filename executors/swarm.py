@@ -20,9 +20,14 @@ What the docker backend's hardening becomes on a service (Docker 20.10, API 1.41
   gains uid 0 and no capability;
 - runtime (gVisor): not in a service spec. A requested runtime becomes a placement constraint on
   the engine label `runner.runtime` and is checked on the placed container; a mismatch is refused.
+- mount sources: the node's engine resolves each bind source by name, following links, when it
+  starts the task, seconds after runner checked the workspace. On a node that is this machine the
+  placed container's mounts are checked as the docker backend checks its own (mounts.check_started);
+  a node elsewhere cannot be looked at from here.
 """
 from __future__ import annotations
 
+import os
 import posixpath
 import threading
 import time
@@ -295,7 +300,8 @@ class SwarmExecutor(Executor):
 
     def _check_container(self) -> None:
         """The placed container holds what the spec asked for: read-only root, no capability,
-        its own internal network alone, the requested runtime. Anything else is refused."""
+        its own internal network alone, the requested runtime, and (on a node that is this
+        machine) the workspace's mount sources runner checked. Anything else is refused."""
         node = self.manager.api.inspect_node(self.placed.node_id)
         client = self._node = self.node_client(node)
         info = client.api.inspect_container(self.placed.container_id)
@@ -313,6 +319,28 @@ class SwarmExecutor(Executor):
         if wrong:
             raise ExecutorError(f"the sandbox on node {self.placed.hostname} is not what was asked for: "
                                 f"{'; '.join(wrong)}; refused and removed")
+        self._check_mounts(client, info)
+
+    def _check_mounts(self, client, info: dict) -> None:
+        """As the docker executor does (mounts.check_started): where the config's mounts carry
+        identities (a Runner's sandbox: its workspace sources) and the node the sandbox landed on
+        is this very machine, under runc or crun, each is what the node's engine mounted at its
+        target, else InvalidConfig (the caller removes the service). The node's engine resolves a
+        bind mount's source by name when it starts the task, following links, seconds after runner
+        checked it: a protected directory or a pin swapped for a link meanwhile would hand the
+        sandbox that host directory. A node elsewhere cannot be looked at from here."""
+        from .docker.mounts import check_started
+        from .docker.runtimes import engine_info, on_this_machine
+
+        if not any(m.identity for m in self.config.mounts) or os.geteuid() != 0:
+            return
+        node = engine_info(f"swarm-node:{self.placed.node_id}", client.info)
+        if not on_this_machine(node):
+            return
+        runtime = (info.get("HostConfig") or {}).get("Runtime") or node.get("DefaultRuntime")
+        pid = (info.get("State") or {}).get("Pid")
+        if runtime in ("runc", "crun", "io.containerd.runc.v2") and isinstance(pid, int) and pid > 0:
+            check_started(self.config.mounts, pid)
 
     def stop(self) -> None:
         with self._lock:

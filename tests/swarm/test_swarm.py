@@ -315,6 +315,51 @@ def test_a_placed_container_that_is_not_what_was_asked_for_is_refused(cluster, m
     assert ex.service_id is None
 
 
+@pytest.mark.parametrize("node", ["manager", "worker"])
+def test_a_source_swapped_for_a_link_before_the_node_mounts_it_never_reaches_the_sandbox(cluster, tmp_path, monkeypatch,
+                                                                                          node):
+    """A node's engine resolves a bind mount's source by name when it starts the task, following
+    links, seconds after runner checked the workspace: a pin (an ancestor of a protected path,
+    mounted read-write) swapped for a link to /srv meanwhile handed the swarm sandbox the host's
+    /srv, read-write (the docker executor checked the mount it got; the swarm one did not). Now
+    a node that is this machine is looked at as docker's are, and the sandbox never starts."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    import executors.swarm as swarm_mod
+    from runner import Runner
+
+    ws = tmp_path / "ws"
+    host = Path("/srv") / f"runner-test-{uuid.uuid4().hex[:12]}"  # our own, made here
+    (host / "ro").mkdir(parents=True)
+    (host / "host-file").write_text("host file\n")
+    os.chown(host, 1000, 1000)  # a host directory the sandbox's user may write
+    (ws / "keep" / host.name / "ro").mkdir(parents=True)
+    for d, dirs, files in os.walk(ws):  # the sandbox runs as the workspace's owner
+        for name in [".", *dirs, *files]:
+            os.chown(os.path.join(d, name), 1000, 1000)
+    real = swarm_mod.service_spec
+
+    def spec(*a, **kw):  # the swap, as a process racing the sandbox's placement would
+        if not (ws / "keep").is_symlink():
+            os.rename(ws / "keep", ws / "keep.real")
+            (ws / "keep").symlink_to("/srv")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(swarm_mod, "service_spec", spec)
+    overrides = {"sandbox.placement": [f"node.role=={node}"]}
+    try:
+        with pytest.raises(InvalidConfig, match="mount at /workspace/keep is not the .* runner checked"):
+            with Runner(executor="swarm", workspace=ws, preset="all", protect=[f"keep/{host.name}/ro"], pool_size=0,
+                        overrides=overrides, backend={"engines": cluster.engines()}) as r:
+                res = r.call("bash", {"command": f"cat /srv/{host.name}/host-file; touch /srv/{host.name}/written"})
+                pytest.fail(f"the sandbox started and read: {res.text!r}")
+        assert not (host / "written").exists()
+    finally:
+        shutil.rmtree(host)
+
+
 def test_runner_refuses_allowlist_mode_on_swarm(tmp_path):
     from runner import Runner
     from runner.errors import RunnerError
