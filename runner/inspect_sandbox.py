@@ -37,7 +37,7 @@ from inspect_ai.util import (
 from inspect_ai.util._sandbox.environment import SandboxUnavailableError
 
 WORKDIR = "/workspace"
-ROOT_USERS = ("root", "0", "0:0", "root:root")
+PASSWD_MAX = 1024 * 1024  # bytes of the image's /etc/passwd read to find the names of uid 0
 # What `root: true` adds to the hardened profile: the account tools (adduser, userdel) write
 # /etc and chown a new home. Nothing else is loosened: network, seccomp, no-new-privileges stay.
 ROOT_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "SETUID", "SETGID"]
@@ -105,6 +105,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         self.executor = executor
         self.home = home  # holds the workspace mounted at /workspace; removed with the sample
         self.config = config
+        self._root_names: set[str] | None = None  # the image's names of uid 0, once asked (_is_root)
 
     # -- lifecycle ----------------------------------------------------------------------
     @classmethod
@@ -208,10 +209,10 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
                    timeout_retry: bool = True, concurrency: bool = True) -> ExecResult[str]:
         from executors.models import ExecRequest
 
-        if user in ROOT_USERS and not self.config.root:
+        if user is not None and not self.config.root and await self._is_root(user):
             raise SandboxUserUnsupportedError(
-                "the runner sandbox runs as a non-root user with no capabilities; exec as root needs the "
-                "loosening `root: true` in the sandbox config")
+                f"the runner sandbox runs as a non-root user with no capabilities; exec as {user!r} (uid 0) needs "
+                "the loosening `root: true` in the sandbox config")
         limit = SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE
         req = ExecRequest(argv=cmd, cwd=cwd, env=env or {}, user=user, timeout=timeout, max_output=limit,
                           stdin=input.encode() if isinstance(input, str) else input)
@@ -229,6 +230,30 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         if failure is not None:
             raise failure
         return ExecResult(success=res.exit_code == 0, returncode=res.exit_code, stdout=stdout, stderr=stderr)
+
+    async def _is_root(self, user: str) -> bool:
+        """Whether the engine would run an exec as `user` (USER[:GROUP]) with uid 0: "root", a number
+        that is 0 as the engine reads it ("0", "00", "+0"), no user before the group (":1000"), or a
+        name the image's /etc/passwd gives uid 0 (read once; the root filesystem is read-only
+        without `root: true`)."""
+        name, colon, _ = user.partition(":")
+        if not name:  # ":GROUP": the engine takes uid 0 for the missing user ("": the sandbox's own user)
+            return bool(colon)
+        try:
+            return int(name) == 0
+        except ValueError:
+            pass
+        if name == "root":
+            return True
+        if self._root_names is None:
+            try:
+                passwd = await self._run(lambda: self.executor.aget_file("/etc/passwd", max_size=PASSWD_MAX))
+            except OSError:  # no passwd: the engine cannot find a user by name either
+                passwd = b""
+            self._root_names = {f[0] for line in passwd.decode("utf-8", "replace").splitlines()
+                                if len(f := line.split(":")) > 2 and f[2].strip().lstrip("+-").isdigit()
+                                and int(f[2]) == 0}
+        return name in self._root_names
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
         data = contents.encode("utf-8") if isinstance(contents, str) else contents

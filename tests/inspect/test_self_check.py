@@ -65,3 +65,20 @@ async def test_root_is_refused_by_default_and_the_default_user_is_not_root(no_le
                 await env.exec(["id", "-u"], user=user)
     finally:
         await RunnerSandboxEnvironment.sample_cleanup("self-check", None, envs, False)
+
+
+async def test_root_is_refused_under_every_spelling_the_engine_reads_as_uid_0(no_leaks):
+    """Only "root", "0", "0:0" and "root:root" were refused: "0:1000" or "root:1000" (root with
+    another group), "00" or "+0" (the engine reads a number as Go's Atoi does) and ":1000" (no
+    user: the engine's default, uid 0) ran the command as uid 0 without the `root: true` loosening."""
+    envs = await _env(RunnerSandboxConfig())
+    env = envs["default"]
+    try:
+        for user in ("0:1000", "root:1000", "00", "+0", ":1000", "0:0", "root"):
+            with pytest.raises(SandboxUserUnsupportedError, match="root: true"):
+                res = await env.exec(["id", "-u"], user=user)
+                pytest.fail(f"ran as {user!r}: uid {res.stdout.strip()}")
+        assert (await env.exec(["id", "-u"], user="1000:0")).stdout.strip() == "1000"  # a group is no uid
+        assert (await env.exec(["id", "-un"], user="nobody")).stdout.strip() == "nobody"
+    finally:
+        await RunnerSandboxEnvironment.sample_cleanup("self-check", None, envs, False)
