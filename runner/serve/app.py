@@ -528,14 +528,16 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str, left
     from ..exec_cmd import ExecOptions, build_config
     from ..policy import load
 
-    limits = load(grant.policies[grant.default_policy]).limits  # the timeout of the tenant's default policy
+    policy = load(grant.policies[grant.default_policy])  # the tenant's default policy: its timeout, its
+    limits = policy.limits                                  # sandbox's limits and runtime (gVisor, say)
     timeout = min(body.timeout or limits.timeout, limits.max_timeout)
     try:
         cfg = build_config(ExecOptions(cmd=list(body.cmd), image=image, timeout=timeout))
     except UsageError as e:
         raise Problem(422, [{"loc": ["body"], "msg": str(e), "type": "value_error"}]) from None
     cfg = cfg.model_copy(update={"session": run, "labels": {**cfg.labels, "runner.tenant": grant.name,
-                                                             "runner.role": "serve-exec"}})
+                                                             "runner.role": "serve-exec"},
+                                 "limits": limits.sandbox_limits(), "runtime": policy.sandbox.runtime})
     out = {"stdout": bytearray(), "stderr": bytearray()}
     cut = {"stdout": 0, "stderr": 0}
 

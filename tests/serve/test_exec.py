@@ -37,6 +37,43 @@ def test_an_exec_gets_the_policys_timeout_capped_by_its_maximum(start_server, da
             assert r.json()["timed_out"] is True and r.json()["exit_code"] == 124, r.text
 
 
+GVISOR = """\
+extends: default
+name: gvisor
+sandbox: {runtime: runsc, lifecycle: per-session, pool_size: 0}
+limits: {timeout: 20, max_timeout: 20, memory: 96m, pids: 48, cpus: 0.5}
+"""
+
+
+def test_an_exec_runs_under_the_policys_runtime_and_limits(start_server, data, tmp_path, docker_client):
+    """The tenant's policy puts its sandboxes under gVisor with small limits; /v1/exec took only
+    its timeout, and ran the command under crun with the default limits (a tenant confined to a
+    user-space kernel reached the host's kernel through /v1/exec, and twice the memory)."""
+    pol = tmp_path / "gvisor.yaml"
+    pol.write_text(GVISOR)
+    key = add_tenant("gv", data, pol, "--image", "runner/base")
+    server = start_server("--data", str(data))
+    seen: list = []
+
+    def look():
+        found = execs(docker_client, "gv")
+        if found:
+            seen.append(docker_client.api.inspect_container(found[0]["Id"])["HostConfig"])
+        return found
+
+    with server.client(key, timeout=60) as c:
+        t = threading.Thread(target=lambda: seen.append(c.post("/v1/exec", json={
+            "image": "runner/base", "cmd": ["sh", "-c", "uname -r; sleep 3"]})))
+        t.start()
+        wait_for(look, 30, "the exec's container")
+        t.join(60)
+    host, answer = seen[0], seen[-1]
+    assert answer.status_code == 200 and answer.json()["exit_code"] == 0, answer.text
+    assert answer.json()["stdout"].strip() == "4.4.0", answer.text  # gVisor's kernel, not the host's
+    assert (host["Runtime"], host["Memory"], host["NanoCpus"]) == ("runsc", 96 * 2**20, 5 * 10**8), host
+    assert host["PidsLimit"] == 48 * 16 + 64, host  # gVisor's own tasks counted (hardening.host_pids_limit)
+
+
 def test_a_running_exec_counts_as_a_session_and_ends_with_its_client(start_server, data, policy_file, docker_client):
     key = add_tenant("one", data, policy_file, "--image", "runner/base", "--max-sessions", "1")
     server = start_server("--data", str(data))
