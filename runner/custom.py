@@ -227,11 +227,12 @@ def _top_levels(dist) -> set[str]:
     return {n for n in names if n.isidentifier()}
 
 
-def _locations(dist, top: str) -> list[Path]:
+def _locations(dist, top: str, path: list[str]) -> list[Path]:
     """Where the distribution put its top-level module `top`, from its RECORD (nothing is
     imported and the controller's sys.path is not consulted, so a `top.py` in the current
-    directory cannot stand in). An editable install records no module files: then the path
-    entries its .pth added are searched, never '' or the current directory."""
+    directory or the workspace cannot stand in). An editable install records no module files: then the path
+    entries its .pth added are searched (`path`: _search_path's, never the current directory or
+    the workspace)."""
     found = set()
     for f in dist.files or ():
         parts = f.parts
@@ -244,10 +245,7 @@ def _locations(dist, top: str) -> list[Path]:
     if found:
         return [Path(dist.locate_file(n)).resolve() for n in sorted(found)]
     import importlib.machinery
-    import sys
 
-    here = os.getcwd()
-    path = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != here]
     try:
         spec = importlib.machinery.PathFinder.find_spec(top, path)
     except (ImportError, ValueError):
@@ -259,6 +257,34 @@ def _locations(dist, top: str) -> list[Path]:
     if spec.origin and os.path.isfile(spec.origin):
         return [Path(spec.origin).resolve()]
     return []
+
+
+def _search_path(ws: Path) -> list[str]:
+    """The controller's sys.path without what the sandbox could have written: '' and '.', the
+    current directory, and every entry in the workspace (as given, or once the operator's links
+    are followed). Run as `python -m runner` in the workspace, the workspace is sys.path[0]: a
+    dist-info planted there named an entry point, or took the name of a tool's requirement, and
+    its RECORD a package that links out of the workspace, which the controller then resolved and
+    shipped to the sandbox (a host folder mounted or copied); its files were read here unbounded."""
+    import sys
+
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = None
+    out = []
+    for p in sys.path:
+        if not isinstance(p, str) or p in ("", "."):
+            continue
+        given = os.path.abspath(p)
+        if given == here or wspath.relative(ws, given) is not None or wspath.touches(ws, given):
+            continue
+        out.append(p)
+    return out
+
+
+def _norm(name: str | None) -> str:
+    return re.sub(r"[-_.]+", "-", name or "").lower()
 
 
 def _requirements(dist) -> list[str]:
@@ -278,18 +304,26 @@ def entry_point_tools(session, errors: Optional[list] = None) -> tuple[list[dict
     tool's package and what it requires from read-only mounts (docker) or from where they are
     installed (local). A package that lives in the workspace is refused: the agent could
     rewrite it."""
-    from importlib.metadata import PackageNotFoundError, distribution, entry_points
+    from importlib.metadata import distributions
 
     if not session.policy.tools.entry_points:
         return [], []
-    eps = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    ws = session.workspace
+    search = _search_path(ws)  # never the workspace's metadata
+    eps, names = [], set()
+    for dist in distributions(path=search):
+        key = _norm(dist.metadata["Name"])
+        if key in names:  # the first of a name on the path, as importlib.metadata.entry_points() takes
+            continue
+        names.add(key)
+        eps += [ep for ep in dist.entry_points if ep.group == ENTRY_POINT_GROUP]
+    eps.sort(key=lambda ep: ep.name)
     if not eps:
         return [], []
     root = shipped_root(session)
     prefix = f"{root}/python" if root else None
     stdlib = set(getattr(__import__("sys"), "stdlib_module_names", ()))
     tools, mounts_by_target = [], {}
-    ws = session.workspace
     for ep in eps:
         if ep.dist is None:
             _refused(errors, "python", ep.value, f"entry point {ep.name}: no installed distribution holds it")
@@ -298,17 +332,16 @@ def entry_point_tools(session, errors: Optional[list] = None) -> tuple[list[dict
         seen, queue = set(), [ep.dist]
         while queue:  # the distribution and, transitively, what it requires
             dist = queue.pop()
-            key = (dist.metadata["Name"] or "").lower().replace("_", "-")
+            key = _norm(dist.metadata["Name"])
             if key in seen or key == "runner":
                 continue
             seen.add(key)
             modules += [(dist, top) for top in sorted(_top_levels(dist) - stdlib)]
             for req in _requirements(dist):
-                try:
-                    queue.append(distribution(req))
-                except PackageNotFoundError:
-                    pass
-        locs = list(dict.fromkeys(loc for dist, top in modules for loc in _locations(dist, top)))
+                first = next(iter(distributions(name=req, path=search)), None)
+                if first is not None:
+                    queue.append(first)
+        locs = list(dict.fromkeys(loc for dist, top in modules for loc in _locations(dist, top, search)))
         inside = [loc for loc in locs if loc.is_relative_to(ws)]
         if inside:
             _refused(errors, "python", f"{ep.module}:{ep.attr}", f"entry point {ep.name}: its package lives in the "

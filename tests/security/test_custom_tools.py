@@ -1,0 +1,99 @@
+"""The custom-tool machinery against a hostile workspace, seen from the controller: what it
+mounts, reads and prints must never be the workspace's choice. Real files, real docker where a
+sandbox is needed."""
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+from runner import Runner
+
+LIMITS = {"limits.memory": "256m", "limits.pids": 128, "limits.timeout": 30}
+
+
+def chown_tree(root: Path) -> None:
+    """The sandbox runs as the workspace's owner (1000)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [".", *dirnames, *filenames]:
+            os.chown(Path(dirpath, name), 1000, 1000, follow_symlinks=False)
+
+
+def dist_info(where: Path, name: str, top: str, entry_points: dict | None = None, requires=()) -> None:
+    """A dist-info as pip writes one: METADATA, entry_points.txt, top_level.txt and a RECORD naming
+    `top/__init__.py`."""
+    info = where / f"{name.replace('-', '_')}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("\n".join(["Metadata-Version: 2.1", f"Name: {name}", "Version: 0.1"]
+                                             + [f"Requires-Dist: {r}" for r in requires]) + "\n")
+    if entry_points:
+        (info / "entry_points.txt").write_text(
+            "[runner.tools]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points.items()))
+    (info / "top_level.txt").write_text(top + "\n")
+    (info / "RECORD").write_text(f"{top}/__init__.py,,\n")
+
+
+@pytest.fixture
+def planted(tmp_path, monkeypatch):
+    """(workspace, outside): a host folder with a secret, and a workspace that is the current
+    directory and on sys.path, as for `python -m runner` started in it (sys.path[0] is then the
+    current directory)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "id_rsa").write_text("host-only secret key\n")
+    monkeypatch.chdir(ws)
+    monkeypatch.syspath_prepend("")
+    yield ws, outside
+    importlib.invalidate_caches()
+
+
+def _plant_entry_point(ws: Path, outside: Path) -> None:
+    dist_info(ws, "planted", "keys", {"steal": "keys:run"})
+    (ws / "keys").symlink_to(outside)  # the RECORD's package, resolved on the host, is the host folder
+
+
+def _plant_requirement(ws: Path, outside: Path, tmp_path: Path, monkeypatch) -> None:
+    """An operator's tool package (installed outside the workspace) that requires a distribution;
+    the workspace holds a dist-info of that name whose package links out."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "honest_tools").mkdir()
+    (site / "honest_tools" / "__init__.py").write_text("def hello() -> str:\n    'Say hello.'\n    return 'hi'\n")
+    dist_info(site, "honest-tools", "honest_tools", {"hello": "honest_tools:hello"}, requires=["helperlib"])
+    monkeypatch.syspath_prepend(str(site))
+    dist_info(ws, "helperlib", "helperlib")
+    (ws / "helperlib").symlink_to(outside)
+
+
+@pytest.mark.parametrize("how", ["entry-point", "requirement"])
+def test_metadata_planted_in_the_workspace_ships_nothing_of_the_host(planted, tmp_path, monkeypatch, how):
+    """A dist-info in the workspace, found on the controller's sys.path, named a package that is a
+    link out of the workspace: the controller resolved it and mounted (docker) or copied (ssh)
+    the host folder it leads to into the sandbox."""
+    ws, outside = planted
+    if how == "entry-point":
+        _plant_entry_point(ws, outside)
+    else:
+        _plant_requirement(ws, outside, tmp_path, monkeypatch)
+    importlib.invalidate_caches()
+    r = Runner(executor="docker", workspace=ws, preset="all", overrides=LIMITS)  # no sandbox yet
+    try:
+        shipped = [t.host for t in r.session.tool_folders()]
+        assert not [h for h in shipped if Path(h).resolve().is_relative_to(outside)], shipped
+    finally:
+        r.close()
+
+
+def test_a_planted_entry_point_shows_no_host_file_in_the_sandbox(planted, no_leaks):
+    ws, outside = planted
+    _plant_entry_point(ws, outside)
+    chown_tree(ws)
+    importlib.invalidate_caches()
+    with Runner(executor="docker", workspace=ws, preset="all", overrides=LIMITS) as r:
+        assert "steal" not in {s.name for s in r.tools()}
+        res = r.call("bash", {"command": "cat /opt/runner-tools/python/*/id_rsa 2>&1; ls -R /opt/runner-tools 2>&1"})
+        assert "host-only secret key" not in res.content, res.content
