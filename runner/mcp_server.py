@@ -101,10 +101,12 @@ class Session:
         with self._runner() as r:
             tools = mcp_tools(r)
             if not self._told_skipped:  # as `runner tools` does, on stderr (stdout is the protocol's)
+                from .printable import printable
+
                 self._told_skipped = True
-                for e in r.custom_errors():
-                    sys.stderr.write(f"runner mcp: skipped custom tool {e.get('path')} ({e.get('place')}): "
-                                     f"{e.get('error')}\n")
+                for e in r.custom_errors():  # what the sandbox wrote: escaped, one line each
+                    sys.stderr.write(printable(f"runner mcp: skipped custom tool {e.get('path')} ({e.get('place')}): "
+                                               f"{e.get('error')}") + "\n")
             return tools
 
     def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None,

@@ -97,3 +97,27 @@ def test_a_planted_entry_point_shows_no_host_file_in_the_sandbox(planted, no_lea
         assert "steal" not in {s.name for s in r.tools()}
         res = r.call("bash", {"command": "cat /opt/runner-tools/python/*/id_rsa 2>&1; ls -R /opt/runner-tools 2>&1"})
         assert "host-only secret key" not in res.content, res.content
+
+
+FORBIDDEN = ("\x1b", "\x07", "\r", "\x9b", "\u2028", "\u202e")
+
+
+def test_runner_mcp_escapes_what_a_skipped_tool_printed(tmp_path, capsys):
+    """`runner mcp` tells stderr which custom tools it skipped and why; the why holds the tool's
+    own stderr, which drove the terminal (or the client's log) of whoever watched the server."""
+    from runner.mcp_server import Session
+
+    tools = tmp_path / "ws" / "tools"
+    tools.mkdir(parents=True)
+    (tools / "broken").write_text("#!/bin/sh\nprintf 'boom\\033[2J\\033]0;owned\\007\\r\\302\\233""31m\\342\\200\\256"
+                                  "\\nrunner mcp: forged line\\n' >&2\nexit 3\n")
+    (tools / "broken").chmod(0o755)
+    s = Session(lambda: Runner(executor="local", workspace=tmp_path / "ws", preset="all"))
+    try:
+        s.tools()
+    finally:
+        s.close()
+    err = capsys.readouterr().err
+    assert "boom" in err, err
+    assert not any(c in err for c in FORBIDDEN), repr(err)
+    assert not any(line.startswith("runner mcp: forged") for line in err.splitlines()), err
