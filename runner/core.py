@@ -436,6 +436,10 @@ def workspace_usage(root: Path, stop_after: int | None = None) -> int:
     return total
 
 
-def open_tty():
-    """The controlling terminal, for questions to the person at it (OSError when there is none)."""
-    return open("/dev/tty", "r+", encoding="utf-8")
+def open_tty(path: str = "/dev/tty"):
+    """The controlling terminal, for questions to the person at it (OSError when there is none).
+    Unbuffered underneath: a buffered "r+" needs a seekable file, and a terminal is not one."""
+    import io
+
+    raw = open(path, "r+b", buffering=0)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", line_buffering=True, write_through=True)

@@ -12,11 +12,12 @@ would be taken from the call stream.
 """
 from __future__ import annotations
 
-import json
 import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
+
+from ..printable import json_text, printable
 
 _ask_lock = threading.Lock()  # one question on the terminal at a time
 
@@ -28,10 +29,12 @@ class Decision:
 
 
 def _preview(args: Any, limit: int = 300) -> str:
+    """The call's arguments (the agent's) as one line a terminal only shows: JSON with the C1
+    controls, line separators and bidi overrides it would leave raw written as \\u escapes."""
     try:
-        text = json.dumps(args, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        text = repr(args)
+        text = json_text(args)
+    except (TypeError, ValueError, RecursionError):
+        text = printable(repr(args))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -57,7 +60,7 @@ def decide(rule: str, tool: str, args: Any = None, *, stdin: TextIO | None = Non
     if redact is not None:
         preview = redact(preview)
     with _ask_lock:
-        out.write(f"\nrunner: tool {tool} needs approval.\n  arguments: {preview}\nAllow this call? [y/N] ")
+        out.write(f"\nrunner: tool {printable(tool)} needs approval.\n  arguments: {preview}\nAllow this call? [y/N] ")
         out.flush()
         answer = inp.readline()
     if answer.strip().lower() in ("y", "yes"):

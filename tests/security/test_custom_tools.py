@@ -121,3 +121,36 @@ def test_runner_mcp_escapes_what_a_skipped_tool_printed(tmp_path, capsys):
     assert "boom" in err, err
     assert not any(c in err for c in FORBIDDEN), repr(err)
     assert not any(line.startswith("runner mcp: forged") for line in err.splitlines()), err
+
+
+def test_the_approval_question_shows_the_arguments_as_they_are(tmp_path, monkeypatch):
+    """A tool marked needsApproval asks the person at the terminal, showing the call's arguments:
+    the agent's. Raw C1 controls, line separators and bidi overrides there drove that terminal
+    and reordered what the person was asked to approve (`prod` shown for `dorp`). (The question
+    was never asked: opening /dev/tty "r+" in text mode needs a seekable file, and a terminal is
+    not one, so every call was refused as if no terminal were there.)"""
+    import pty
+    import tty
+
+    from runner import core
+
+    folder = tmp_path / "ws" / ".runner" / "tools"
+    folder.mkdir(parents=True)
+    (folder / "deploy.sh").write_text(
+        '#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then\n  echo \'{"name": "deploy", "description": "Deploy.", '
+        '"parameters": [{"name": "target", "type": "string"}], "needsApproval": true}\'\nelse\n  echo deployed\nfi\n')
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # what is written arrives as written (no echo, no \r added)
+    os.write(master, b"n\n")
+    real = core.open_tty
+    monkeypatch.setattr(core, "open_tty", lambda: real(os.ttyname(slave)))  # runner's own opening, on a real tty
+    try:
+        with Runner(executor="local", workspace=tmp_path / "ws", preset="all", overrides={"approval": "ask"}) as r:
+            res = r.call("deploy", {"target": "\u202edorp\u202c\x9b2K\u2028runner: approved\x85"})
+        assert res.is_error and "not approved" in res.content, res.content
+        shown = os.read(master, 65536).decode("utf-8")
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert "needs approval" in shown, shown
+    assert not any(c in shown for c in FORBIDDEN + ("\u202c", "\x85")), repr(shown)
