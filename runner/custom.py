@@ -227,12 +227,12 @@ def _top_levels(dist) -> set[str]:
     return {n for n in names if n.isidentifier()}
 
 
-def _locations(dist, top: str, path: list[str]) -> list[Path]:
-    """Where the distribution put its top-level module `top`, from its RECORD (nothing is
-    imported and the controller's sys.path is not consulted, so a `top.py` in the current
-    directory or the workspace cannot stand in). An editable install records no module files: then the path
-    entries its .pth added are searched (`path`: _search_path's, never the current directory or
-    the workspace)."""
+def _locations(dist, top: str) -> list[Path]:
+    """Where the distribution put its top-level module `top`, as absolute paths with no link
+    resolved: from its RECORD (nothing is imported and the controller's sys.path is not
+    consulted, so a `top.py` in the current directory cannot stand in). An editable install
+    records no module files: then the path entries its .pth added are searched, never '' or the
+    current directory."""
     found = set()
     for f in dist.files or ():
         parts = f.parts
@@ -243,9 +243,12 @@ def _locations(dist, top: str, path: list[str]) -> list[Path]:
                 first == f"{top}.py" or (first.startswith(f"{top}.") and first.endswith(".so")))):
             found.add(first)
     if found:
-        return [Path(dist.locate_file(n)).resolve() for n in sorted(found)]
+        return [Path(os.path.abspath(dist.locate_file(n))) for n in sorted(found)]
     import importlib.machinery
+    import sys
 
+    here = _cwd()
+    path = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != here]
     try:
         spec = importlib.machinery.PathFinder.find_spec(top, path)
     except (ImportError, ValueError):
@@ -253,10 +256,17 @@ def _locations(dist, top: str, path: list[str]) -> list[Path]:
     if spec is None:
         return []
     if spec.submodule_search_locations:
-        return [Path(p).resolve() for p in spec.submodule_search_locations]
+        return [Path(os.path.abspath(p)) for p in spec.submodule_search_locations]
     if spec.origin and os.path.isfile(spec.origin):
-        return [Path(spec.origin).resolve()]
+        return [Path(os.path.abspath(spec.origin))]
     return []
+
+
+def _cwd() -> Optional[str]:
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
 
 
 def _search_path(ws: Path) -> list[str]:
@@ -268,10 +278,7 @@ def _search_path(ws: Path) -> list[str]:
     shipped to the sandbox (a host folder mounted or copied); its files were read here unbounded."""
     import sys
 
-    try:
-        here = os.getcwd()
-    except OSError:
-        here = None
+    here = _cwd()
     out = []
     for p in sys.path:
         if not isinstance(p, str) or p in ("", "."):
@@ -341,12 +348,14 @@ def entry_point_tools(session, errors: Optional[list] = None) -> tuple[list[dict
                 first = next(iter(distributions(name=req, path=search)), None)
                 if first is not None:
                     queue.append(first)
-        locs = list(dict.fromkeys(loc for dist, top in modules for loc in _locations(dist, top, search)))
-        inside = [loc for loc in locs if loc.is_relative_to(ws)]
+        given = list(dict.fromkeys(loc for dist, top in modules for loc in _locations(dist, top)))
+        # in the workspace, or reached through it (a link there, never resolved here)
+        inside = [loc for loc in given if wspath.relative(ws, loc) is not None or wspath.touches(ws, loc)]
         if inside:
             _refused(errors, "python", f"{ep.module}:{ep.attr}", f"entry point {ep.name}: its package lives in the "
                      f"workspace ({inside[0]}), where the agent could rewrite it: refused")
             continue
+        locs = list(dict.fromkeys(loc.resolve() for loc in given))  # the operator's own links
         paths: list[str] = []
         for loc in locs:
             if prefix:

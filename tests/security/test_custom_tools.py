@@ -69,21 +69,48 @@ def _plant_requirement(ws: Path, outside: Path, tmp_path: Path, monkeypatch) -> 
     (ws / "helperlib").symlink_to(outside)
 
 
-@pytest.mark.parametrize("how", ["entry-point", "requirement"])
-def test_metadata_planted_in_the_workspace_ships_nothing_of_the_host(planted, tmp_path, monkeypatch, how):
+def _plant_editable(ws: Path, outside: Path, tmp_path: Path, monkeypatch) -> None:
+    """An operator's editable install of a tool package whose source is in the workspace (its
+    RECORD names no module: the module is found on the path its .pth added); there the agent
+    made the package a link out of the workspace."""
+    site = tmp_path / "site"
+    site.mkdir()
+    info = site / "mine-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mine\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[runner.tools]\nmine = mine_tools:run\n")
+    (info / "RECORD").write_text("mine-0.1.dist-info/METADATA,,\n")
+    monkeypatch.syspath_prepend(str(site))
+    (ws / "src").mkdir()
+    (ws / "src" / "mine_tools").symlink_to(outside)
+    (outside / "__init__.py").write_text("def run() -> str:\n    'Run.'\n    return 'x'\n")
+    monkeypatch.syspath_prepend(str(ws / "src"))  # what the .pth of an editable install adds
+
+
+@pytest.mark.parametrize("how", ["entry-point", "requirement", "editable"])
+def test_entry_point_packages_never_come_through_the_workspace(planted, tmp_path, monkeypatch, how):
     """A dist-info in the workspace, found on the controller's sys.path, named a package that is a
-    link out of the workspace: the controller resolved it and mounted (docker) or copied (ssh)
-    the host folder it leads to into the sandbox."""
+    link out of the workspace (or the agent made an editable install's package in the workspace
+    such a link): the controller resolved it and mounted (docker) or copied (ssh) the host
+    folder it leads to into the sandbox."""
     ws, outside = planted
     if how == "entry-point":
         _plant_entry_point(ws, outside)
-    else:
+    elif how == "requirement":
         _plant_requirement(ws, outside, tmp_path, monkeypatch)
+    else:
+        _plant_editable(ws, outside, tmp_path, monkeypatch)
     importlib.invalidate_caches()
     r = Runner(executor="docker", workspace=ws, preset="all", overrides=LIMITS)  # no sandbox yet
     try:
         shipped = [t.host for t in r.session.tool_folders()]
         assert not [h for h in shipped if Path(h).resolve().is_relative_to(outside)], shipped
+        if how == "editable":
+            from runner import custom
+
+            errors: list = []
+            custom.entry_point_tools(r.session, errors)
+            assert any("lives in the workspace" in e["error"] for e in errors), errors
     finally:
         r.close()
 
