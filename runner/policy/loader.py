@@ -50,7 +50,10 @@ def _looks_like_path(s: str) -> bool:
 
 
 def find_policy(name_or_path: str, environ: dict[str, str] | None = None, relative_to: Path | None = None) -> Path:
-    """The file a name or path stands for. A name is looked up among the presets."""
+    """The file a name or path stands for. A name is looked up among the presets, and only
+    there: never as a file of the current directory, which is the workspace by default (a policy
+    the agent left there would have chosen the executor, the mounts and the limits). A file is
+    given as a path (`./NAME`, `NAME.yaml`)."""
     if _looks_like_path(name_or_path):
         p = Path(name_or_path).expanduser()
         if relative_to is not None and not p.is_absolute():
@@ -64,9 +67,6 @@ def find_policy(name_or_path: str, environ: dict[str, str] | None = None, relati
         p = d / f"{name_or_path}.yaml"
         if p.is_file():
             return p
-    p = Path(name_or_path)
-    if p.is_file():
-        return p
     names = preset_names(environ)
     hint = difflib.get_close_matches(name_or_path, names, n=1)
     raise PolicyError(f"unknown policy {name_or_path!r}" + (f" (did you mean {hint[0]}?)" if hint else "")

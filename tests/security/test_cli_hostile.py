@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,29 @@ def test_hostile_policy_files_are_refused_with_a_clear_line(tmp_path, text, says
     p = run("policy", "check", str(f))
     err = p.stderr.decode()
     assert p.returncode in (1, 2) and says in err and "Traceback" not in err and "RecursionError" not in err, err
+
+
+@pytest.mark.parametrize("given", ["strict", "extends"])
+def test_a_policy_name_never_reads_a_file_of_the_workspace(tmp_path, given):
+    """A policy name that is no preset fell back to a file of that name in the current
+    directory, which is the workspace by default: a `strict` the agent left there (executor
+    local, and the workspace then the host) was the policy of the next `runner call --policy
+    strict` whose RUNNER_POLICY_DIR was not set. The same held for `extends: NAME`."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "strict").write_text("sandbox: {executor: local}\ntools: {preset: all}\n")
+    args = ["--policy", "strict"]
+    if given == "extends":
+        (tmp_path / "mine.yaml").write_text("extends: strict\n")
+        args = ["--policy", str(tmp_path / "mine.yaml")]
+    here = str(Path(__file__).resolve().parents[2])  # this runner, run from the workspace
+    env = {**os.environ, "RUNNER_POLICY_DIR": "", "PYTHONPATH": os.pathsep.join(
+        [here, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    p = subprocess.run(runner_cmd("call", "bash", '{"command": "echo ran-on-the-host"}', *args), cwd=ws,
+                       capture_output=True, timeout=600, env=env)
+    out, err = p.stdout.decode(), p.stderr.decode()
+    assert "ran-on-the-host" not in out, out
+    assert p.returncode != 0 and "unknown policy 'strict'" in err, (out, err)
 
 
 # -- (b) control characters in what is printed ---------------------------------------------------
