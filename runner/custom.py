@@ -431,9 +431,10 @@ def _count_entries(ws: Path, folder: Path) -> int:
 def protected_dirs(session) -> list[str]:
     """The tool folders in the workspace, workspace-relative, protected like .git/hooks so an
     agent cannot rewrite a tool that is later called (perhaps approved) under the same name:
-    `.acai/tools` and `.runner/tools` whenever they exist, `tools/` only when it holds a tool
-    (many projects keep their own code in a folder of that name), and any system, user or
-    policy folder or plugin that happens to live in the workspace."""
+    `.acai/tools` and `.runner/tools` whenever they exist, `tools/` when it holds a tool (many
+    projects keep their own code in a folder of that name) or when custom tools run but bash does
+    not (a tool the writing tools made there would be a command of the agent's after all),
+    and any system, user or policy folder or plugin that happens to live in the workspace."""
     policy, workspace, placement = session.policy, session.workspace, session.placement
     if not policy.tools.custom:
         return []
@@ -441,6 +442,7 @@ def protected_dirs(session) -> list[str]:
         return list(PROJECT_DIRS)
     ws = workspace
     out = []
+    tools_only = not policy.features.bash and policy.custom_tools_gate() is None  # commands only as tools
     for rel in PROJECT_DIRS:
         # .acai/tools and .runner/tools always: a missing one is refused to the writing tools and
         # made in the sandbox only by bash. One reached through a link is never loaded (places).
@@ -450,7 +452,7 @@ def protected_dirs(session) -> list[str]:
             host = None
         except (OSError, ValueError):
             continue
-        if rel != "tools" or (host is not None and _holds_tools(ws, host)):
+        if rel != "tools" or tools_only or (host is not None and _holds_tools(ws, host)):
             out.append(rel)
     hosts = [p.host for p in places(session) if p.place != "project" and p.host is not None]
     for entry, mount in _plugin_paths(session):

@@ -181,3 +181,28 @@ def test_the_approval_question_shows_the_arguments_as_they_are(tmp_path, monkeyp
         os.close(slave)
     assert "needs approval" in shown, shown
     assert not any(c in shown for c in FORBIDDEN + ("\u202c", "\x85")), repr(shown)
+
+
+TOOL = ('#!/bin/sh\nif [ "$TOOL_ACTION" = describe ]; then echo \'{"name": "x", "description": "x", '
+        '"needsApproval": false}\'; else echo ran-a-command; fi\n')
+
+
+def test_without_commands_the_writing_tools_make_no_tool(tmp_path):
+    """features.bash: false with features.custom_tools: true runs the operator's custom tools and
+    no command of the agent's. `tools/` was protected only when it held a tool: a `tools/x.sh`
+    written there (a TOOL_ACTION script, which bash runs whatever its mode), or project code
+    there edited into one, was loaded by the next session (or refresh_tools) and ran: a command
+    of the agent's after all."""
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "tools" / "helpers.py").write_text("X = 1\n")  # project code: no tool yet
+    off = {"features.bash": False, "features.custom_tools": True}
+    with Runner(executor="local", workspace=ws, preset="coding", overrides=off) as r:
+        res = r.call("write", {"path": "tools/x.sh", "content": TOOL})
+        assert res.is_error and "protected" in res.content, res.content
+        res = r.call("edit", {"path": "tools/helpers.py", "old_string": "X = 1", "new_string": "X = 1  # TOOL_ACTION"})
+        assert res.is_error and "protected" in res.content, res.content
+    with Runner(executor="local", workspace=ws, preset="coding", overrides=off) as r:
+        assert [s.name for s in r.tools() if s.source == "project"] == []
+    with Runner(executor="local", workspace=ws, preset="coding") as r:  # with bash, project code stays writable
+        assert not r.call("write", {"path": "tools/helpers.py", "content": "X = 2\n"}).is_error
