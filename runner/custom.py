@@ -434,7 +434,8 @@ def protected_dirs(session) -> list[str]:
     `.acai/tools` and `.runner/tools` whenever they exist, `tools/` when it holds a tool (many
     projects keep their own code in a folder of that name) or when custom tools run but bash does
     not (a tool the writing tools made there would be a command of the agent's after all),
-    and any system, user or policy folder or plugin that happens to live in the workspace."""
+    and any system, user or policy folder or plugin that happens to live in the workspace (a user
+    or policy folder there also while it is missing)."""
     policy, workspace, placement = session.policy, session.workspace, session.placement
     if not policy.tools.custom:
         return []
@@ -454,6 +455,21 @@ def protected_dirs(session) -> list[str]:
             continue
         if rel != "tools" or tools_only or (host is not None and _holds_tools(ws, host)):
             out.append(rel)
+    for given in (user_dir(), *(Path(f).expanduser() for f in policy.tools.folders)):
+        # one in the workspace like .runner/tools: also while it is missing (the writing tools
+        # must not make it and a tool in it); one reached through a link is never loaded (places)
+        rel = wspath.relative(ws, given)
+        if rel is None and given.is_absolute():
+            rel = wspath.relative(ws, os.path.realpath(given))
+        if not rel or rel in out:
+            continue
+        try:
+            wspath.inside(ws, rel, kind="dir")
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError):
+            continue
+        out.append(rel)
     hosts = [p.host for p in places(session) if p.place != "project" and p.host is not None]
     for entry, mount in _plugin_paths(session):
         raw = entry["path"]

@@ -206,3 +206,17 @@ def test_without_commands_the_writing_tools_make_no_tool(tmp_path):
         assert [s.name for s in r.tools() if s.source == "project"] == []
     with Runner(executor="local", workspace=ws, preset="coding") as r:  # with bash, project code stays writable
         assert not r.call("write", {"path": "tools/helpers.py", "content": "X = 2\n"}).is_error
+
+
+@pytest.mark.parametrize("folder", ["team-tools", "nested/team-tools"])
+def test_without_commands_a_missing_policy_tool_folder_is_made_by_no_writing_tool(tmp_path, folder):
+    """A policy's tool folder given relative to the workspace was protected only once it existed:
+    missing, the writing tools made it and a tool in it, loaded as one of the policy's."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    off = {"features.bash": False, "features.custom_tools": True, "tools.folders": [folder]}
+    with Runner(executor="local", workspace=ws, preset="coding", overrides=off) as r:
+        res = r.call("write", {"path": f"{folder}/x.sh", "content": TOOL})
+        assert res.is_error and "protected" in res.content, res.content
+    with Runner(executor="local", workspace=ws, preset="coding", overrides=off) as r:
+        assert "x" not in {s.name for s in r.tools()}
