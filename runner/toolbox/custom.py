@@ -42,6 +42,13 @@ from .context import Ctx, ToolError
 
 DESCRIBE_CAP = 1024 * 1024
 RUN_CAP = 16 * 1024 * 1024
+# One tool's answer to describe, and all of them: the answer is one line of the channel (64 MiB
+# at most, wire.MAX_LINE), which a few tools of the workspace filled, and every custom tool was
+# lost with it. Description and guidance are kept as long as the controller keeps them.
+DESCRIPTION_MAX = 2000
+GUIDANCE_MAX = 16000
+PARAMETERS_MAX = 64 * 1024  # a tool's parameters schema, as JSON
+ANSWER_MAX = 48 * 1024 * 1024  # the tools described; past it a tool is skipped, the project's first
 HEAD = 64 * 1024
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 PARAM = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -420,16 +427,37 @@ def describe(ctx: Ctx, args: dict) -> dict:
             return [], [{"place": place, "path": path, "kind": kind, "error": str(e)}]
         except Exception as e:  # a bug here must not lose the other tools
             return [], [{"place": place, "path": path, "kind": kind, "error": f"{type(e).__name__}: {e}"}]
+        kept, errs = [], []
         for t in found:
             t.update(place=place, order=order, kind=kind, path=path)
             if pargs is not None:
                 t["plugin_args"] = pargs
-        return found, []
+            t["description"] = t["description"][:DESCRIPTION_MAX]
+            t["guidance"] = t["guidance"][:GUIDANCE_MAX]
+            try:
+                size = len(json.dumps(t["parameters"]))
+            except (TypeError, ValueError, RecursionError):
+                size = PARAMETERS_MAX + 1
+            if size > PARAMETERS_MAX:
+                errs.append({"place": place, "path": path, "kind": kind, "error": f"the parameters schema of "
+                             f"{t['name']} is {size} bytes of JSON, over {PARAMETERS_MAX}: describe fewer or shorter"})
+                continue
+            kept.append(t)
+        return kept, errs
 
-    tools = []
-    for found, errs in _on_threads(work, jobs, 8):
-        tools += found
+    tools, size = [], 0
+    done = _on_threads(work, jobs, 8)
+    for i in sorted(range(len(jobs)), key=lambda i: jobs[i][1] == "project"):  # the operator's places first
+        found, errs = done[i]
         errors += errs
+        for t in found:
+            n = len(json.dumps(t))
+            if size + n > ANSWER_MAX:
+                errors.append({"place": t["place"], "path": t["path"], "kind": t["kind"], "error": "skipped: the "
+                               f"tools described before it fill the answer ({ANSWER_MAX} bytes)"})
+                continue
+            size += n
+            tools.append(t)
     return {"content": {"tools": tools, "errors": errors}, "meta": {}}
 
 

@@ -220,3 +220,56 @@ def test_without_commands_a_missing_policy_tool_folder_is_made_by_no_writing_too
         assert res.is_error and "protected" in res.content, res.content
     with Runner(executor="local", workspace=ws, preset="coding", overrides=off) as r:
         assert "x" not in {s.name for s in r.tools()}
+
+
+def _big_tools(folder: Path, n: int, guidance: int, prefix: str = "t") -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"{prefix}{i}.sh").write_text(
+            '#!/bin/sh\n# TOOL_ACTION\n[ "$TOOL_ACTION" = describe ] && exec python3 -c \'import json; print(json.dumps('
+            f'{{"name": "{prefix}{i}", "description": "d", "guidance": "g" * {guidance}}}))\'\n')
+
+
+def test_tools_of_the_workspace_that_describe_a_lot_lose_no_other_tool(tmp_path, monkeypatch):
+    """The answer of describe is one line of the channel (64 MiB at most): seventy project tools
+    with a megabyte of guidance each filled it, describing failed as a whole, and every custom
+    tool was lost, the operator's too ("a hang, garbage or a crash skips that tool only")."""
+    home = tmp_path / "home"
+    mine = home / ".config" / "runner" / "tools"
+    mine.mkdir(parents=True)
+    (mine / "mine").write_text("#!/bin/sh\necho mine\n")
+    (mine / "mine").chmod(0o755)
+    (mine / "mine.md").write_text("---\ndescription: the operator's own\n---\n")
+    monkeypatch.setenv("HOME", str(home))
+    ws = tmp_path / "ws"
+    _big_tools(ws / ".runner" / "tools", 70, 1_000_000)
+    with Runner(executor="local", workspace=ws, preset="coding") as r:
+        found = r.custom_tools()
+        assert "mine" in found and len(found) == 71, r.custom_errors()
+        assert len(found["t0"].guidance) == 16000
+
+
+def test_past_the_answers_bound_the_projects_tools_are_skipped_first(tmp_path, monkeypatch):
+    """What no longer fits in the answer is skipped with the reason, the project's tools before
+    the operator's (a plugin comes after the project's folders, and still is kept)."""
+    from runner.toolbox import custom as agent
+    from runner.toolbox.context import Ctx
+
+    _big_tools(tmp_path / "user", 1, 100, prefix="mine")
+    _big_tools(tmp_path / "ws" / ".runner" / "tools", 5, 3000)
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text("import json, sys\nfor line in sys.stdin:\n    print(json.dumps({'name': 'plug', "
+                      "'description': 'p', 'guidance': 'g' * 3000}), flush=True)\n")
+    monkeypatch.setattr(agent, "ANSWER_MAX", 10_000)
+    ctx = Ctx({"workspace": str(tmp_path / "ws"), "env": {}})
+    answer = agent.describe(ctx, {"places": [{"place": "user", "dir": str(tmp_path / "user")},
+                                             {"place": "project", "dir": str(tmp_path / "ws" / ".runner" / "tools")}],
+                                  "plugins": [{"path": "python3", "args": [str(plugin)], "place": "policy"}],
+                                  "timeout": 10})["content"]
+    from runner.toolbox import plugins
+
+    plugins.shutdown()
+    kept = {t["name"] for t in answer["tools"]}
+    assert {"mine0", "plug"} <= kept and len(kept) < 7, kept
+    skipped = [e for e in answer["errors"] if "fill the answer" in e["error"]]
+    assert skipped and all(e["place"] == "project" for e in skipped), answer["errors"]
