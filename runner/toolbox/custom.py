@@ -208,7 +208,7 @@ def _describe_exe(ctx: Ctx, path: str, timeout: float) -> dict:
     for md in (path + ".md", os.path.join(os.path.dirname(path), base + ".md")):
         if os.path.isfile(md):
             with open(md, encoding="utf-8", errors="replace") as f:
-                fields, guidance = frontmatter(f.read())
+                fields, guidance = frontmatter(f.read(DESCRIBE_CAP))  # as much as a describe may print
             desc = fields.get("description", "")
             if not desc:
                 raise DescribeError(f"{os.path.basename(md)} has no description in its frontmatter")

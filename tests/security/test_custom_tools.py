@@ -273,3 +273,27 @@ def test_past_the_answers_bound_the_projects_tools_are_skipped_first(tmp_path, m
     assert {"mine0", "plug"} <= kept and len(kept) < 7, kept
     skipped = [e for e in answer["errors"] if "fill the answer" in e["error"]]
     assert skipped and all(e["place"] == "project" for e in skipped), answer["errors"]
+
+
+def test_a_huge_markdown_beside_a_tool_skips_that_tool_only(tmp_path, monkeypatch, no_leaks):
+    """NAME.md was read whole by the agent: a sparse file of a gigabyte there (a few blocks of
+    the workspace's quota) took the sandbox past its memory limit while describing, and every
+    custom tool was lost with the sandbox."""
+    home = tmp_path / "home"
+    mine = home / ".config" / "runner" / "tools"
+    mine.mkdir(parents=True)
+    (mine / "mine").write_text("#!/bin/sh\necho mine\n")
+    (mine / "mine").chmod(0o755)
+    (mine / "mine.md").write_text("---\ndescription: the operator's own\n---\n")
+    monkeypatch.setenv("HOME", str(home))
+    ws = tmp_path / "ws"
+    (ws / "tools").mkdir(parents=True)
+    (ws / "tools" / "big").write_text("#!/bin/sh\necho big\n")
+    (ws / "tools" / "big").chmod(0o755)
+    with open(ws / "tools" / "big.md", "wb") as f:
+        f.write(b"---\ndescription: big\n---\n")
+        f.truncate(1 << 30)
+    chown_tree(ws)
+    with Runner(executor="docker", workspace=ws, preset="coding", overrides=LIMITS) as r:
+        found = r.custom_tools()
+        assert {"mine", "big"} <= set(found), r.custom_errors()
