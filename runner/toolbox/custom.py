@@ -440,24 +440,37 @@ def describe(ctx: Ctx, args: dict) -> dict:
                 size = PARAMETERS_MAX + 1
             if size > PARAMETERS_MAX:
                 errs.append({"place": place, "path": path, "kind": kind, "error": f"the parameters schema of "
-                             f"{t['name']} is {size} bytes of JSON, over {PARAMETERS_MAX}: describe fewer or shorter"})
+                             f"{str(t['name'])[:80]} is {size} bytes of JSON, over {PARAMETERS_MAX}: describe fewer or "
+                             "shorter"})
                 continue
             kept.append(t)
         return kept, errs
 
-    tools, size = [], 0
+    tools, skipped, lost, size = [], [], 0, len(json.dumps(errors))
+
+    def room(entry: dict) -> bool:  # whether the answer still holds it (then it does)
+        nonlocal size
+        n = len(json.dumps(entry))
+        if size + n > ANSWER_MAX:
+            return False
+        size += n
+        return True
+
     done = _on_threads(work, jobs, 8)
     for i in sorted(range(len(jobs)), key=lambda i: jobs[i][1] == "project"):  # the operator's places first
         found, errs = done[i]
-        errors += errs
+        for e in errs:
+            if room(e):
+                errors.append(e)
+            else:
+                lost += 1
         for t in found:
-            n = len(json.dumps(t))
-            if size + n > ANSWER_MAX:
-                errors.append({"place": t["place"], "path": t["path"], "kind": t["kind"], "error": "skipped: the "
-                               f"tools described before it fill the answer ({ANSWER_MAX} bytes)"})
-                continue
-            size += n
-            tools.append(t)
+            (tools if room(t) else skipped).append(t)
+    why = f"skipped: the tools described before it fill the answer ({ANSWER_MAX} bytes)"
+    errors += [{"place": t["place"], "path": t["path"], "kind": t["kind"], "error": why} for t in skipped[:100]]
+    if len(skipped) > 100 or lost:
+        errors.append({"place": "-", "path": "-", "kind": "-", "error": f"{max(len(skipped) - 100, 0)} more tools "
+                       f"and the reasons {lost} more were skipped are left out: the answer is full ({ANSWER_MAX} bytes)"})
     return {"content": {"tools": tools, "errors": errors}, "meta": {}}
 
 

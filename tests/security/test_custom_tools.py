@@ -4,6 +4,7 @@ sandbox is needed."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from pathlib import Path
 
@@ -297,3 +298,23 @@ def test_a_huge_markdown_beside_a_tool_skips_that_tool_only(tmp_path, monkeypatc
     with Runner(executor="docker", workspace=ws, preset="coding", overrides=LIMITS) as r:
         found = r.custom_tools()
         assert {"mine", "big"} <= set(found), r.custom_errors()
+
+
+def test_reasons_past_the_answers_bound_are_counted_not_sent(tmp_path, monkeypatch):
+    """The reasons tools were skipped come from the workspace too (a describe's stderr): many
+    failing tools must not fill the answer either."""
+    from runner.toolbox import custom as agent
+    from runner.toolbox.context import Ctx
+
+    _big_tools(tmp_path / "user", 1, 100, prefix="mine")
+    broken = tmp_path / "ws" / "tools"
+    broken.mkdir(parents=True)
+    for i in range(40):
+        (broken / f"b{i}.sh").write_text("#!/bin/sh\n# TOOL_ACTION\necho " + "x" * 250 + " >&2\nexit 1\n")
+    monkeypatch.setattr(agent, "ANSWER_MAX", 6000)
+    ctx = Ctx({"workspace": str(tmp_path / "ws"), "env": {}})
+    answer = agent.describe(ctx, {"places": [{"place": "user", "dir": str(tmp_path / "user")},
+                                             {"place": "project", "dir": str(broken)}], "timeout": 10})["content"]
+    assert [t["name"] for t in answer["tools"]] == ["mine0"]
+    assert len(json.dumps(answer)) < 6000 + 1000, len(json.dumps(answer))
+    assert "left out" in answer["errors"][-1]["error"], answer["errors"][-1]
