@@ -167,7 +167,8 @@ class Session:
     def abort(self, why: str) -> bool:
         """End the op running now, if one is (False if none): its sandbox is removed under it
         (the op ends as SandboxDied) and the next op gets a fresh one, told nothing of it. The
-        caller makes sure the op running is the one it means (runner serve: a client that left)."""
+        caller makes sure the op running is the one it means (turns.Stoppable: the call of a client
+        that left or cancelled it, in runner serve and runner mcp)."""
         with self._lock:
             sandbox = self._busy
             if sandbox is None:
