@@ -223,6 +223,17 @@ def test_without_commands_a_missing_policy_tool_folder_is_made_by_no_writing_too
         assert "x" not in {s.name for s in r.tools()}
 
 
+def _operators_tool(tmp_path: Path, monkeypatch) -> None:
+    """A user tool `mine` (the operator's own), under a HOME of the test's."""
+    home = tmp_path / "home"
+    mine = home / ".config" / "runner" / "tools"
+    mine.mkdir(parents=True)
+    (mine / "mine").write_text("#!/bin/sh\necho mine\n")
+    (mine / "mine").chmod(0o755)
+    (mine / "mine.md").write_text("---\ndescription: the operator's own\n---\n")
+    monkeypatch.setenv("HOME", str(home))
+
+
 def _big_tools(folder: Path, n: int, guidance: int, prefix: str = "t") -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
@@ -235,13 +246,7 @@ def test_tools_of_the_workspace_that_describe_a_lot_lose_no_other_tool(tmp_path,
     """The answer of describe is one line of the channel (64 MiB at most): seventy project tools
     with a megabyte of guidance each filled it, describing failed as a whole, and every custom
     tool was lost, the operator's too ("a hang, garbage or a crash skips that tool only")."""
-    home = tmp_path / "home"
-    mine = home / ".config" / "runner" / "tools"
-    mine.mkdir(parents=True)
-    (mine / "mine").write_text("#!/bin/sh\necho mine\n")
-    (mine / "mine").chmod(0o755)
-    (mine / "mine.md").write_text("---\ndescription: the operator's own\n---\n")
-    monkeypatch.setenv("HOME", str(home))
+    _operators_tool(tmp_path, monkeypatch)
     ws = tmp_path / "ws"
     _big_tools(ws / ".runner" / "tools", 70, 1_000_000)
     with Runner(executor="local", workspace=ws, preset="coding") as r:
@@ -280,13 +285,7 @@ def test_a_huge_markdown_beside_a_tool_skips_that_tool_only(tmp_path, monkeypatc
     """NAME.md was read whole by the agent: a sparse file of a gigabyte there (a few blocks of
     the workspace's quota) took the sandbox past its memory limit while describing, and every
     custom tool was lost with the sandbox."""
-    home = tmp_path / "home"
-    mine = home / ".config" / "runner" / "tools"
-    mine.mkdir(parents=True)
-    (mine / "mine").write_text("#!/bin/sh\necho mine\n")
-    (mine / "mine").chmod(0o755)
-    (mine / "mine.md").write_text("---\ndescription: the operator's own\n---\n")
-    monkeypatch.setenv("HOME", str(home))
+    _operators_tool(tmp_path, monkeypatch)
     ws = tmp_path / "ws"
     (ws / "tools").mkdir(parents=True)
     (ws / "tools" / "big").write_text("#!/bin/sh\necho big\n")
