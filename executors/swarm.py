@@ -27,7 +27,6 @@ What the docker backend's hardening becomes on a service (Docker 20.10, API 1.41
 """
 from __future__ import annotations
 
-import os
 import posixpath
 import threading
 import time
@@ -322,25 +321,16 @@ class SwarmExecutor(Executor):
         self._check_mounts(client, info)
 
     def _check_mounts(self, client, info: dict) -> None:
-        """As the docker executor does (mounts.check_started): where the config's mounts carry
-        identities (a Runner's sandbox: its workspace sources) and the node the sandbox landed on
-        is this very machine, under runc or crun, each is what the node's engine mounted at its
-        target, else InvalidConfig (the caller removes the service). The node's engine resolves a
-        bind mount's source by name when it starts the task, following links, seconds after runner
-        checked it: a protected directory or a pin swapped for a link meanwhile would hand the
-        sandbox that host directory. A node elsewhere cannot be looked at from here."""
-        from .docker.mounts import check_started
-        from .docker.runtimes import engine_info, on_this_machine
+        """As the docker executor does (mounts.check_if_here), on the node the sandbox landed on:
+        its engine resolves a bind mount's source by name when it starts the task, following
+        links, seconds after runner checked it, so a protected directory or a pin swapped for a
+        link meanwhile would hand the sandbox that host directory. InvalidConfig: the caller
+        removes the service. A node elsewhere cannot be looked at from here."""
+        from .docker.mounts import check_if_here
+        from .docker.runtimes import engine_info
 
-        if not any(m.identity for m in self.config.mounts) or os.geteuid() != 0:
-            return
-        node = engine_info(f"swarm-node:{self.placed.node_id}", client.info)
-        if not on_this_machine(node):
-            return
-        runtime = (info.get("HostConfig") or {}).get("Runtime") or node.get("DefaultRuntime")
-        pid = (info.get("State") or {}).get("Pid")
-        if runtime in ("runc", "crun", "io.containerd.runc.v2") and isinstance(pid, int) and pid > 0:
-            check_started(self.config.mounts, pid)
+        check_if_here(self.config.mounts, lambda: engine_info(f"swarm-node:{self.placed.node_id}", client.info),
+                      lambda: info)
 
     def stop(self) -> None:
         with self._lock:

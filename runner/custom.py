@@ -37,8 +37,6 @@ PROJECT_DIRS = ("tools", ".acai/tools", ".runner/tools")
 ENTRY_POINT_GROUP = "runner.tools"
 SYSTEM_DIR = Path(__file__).resolve().parent / "system_tools"
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")  # what the agents' APIs accept
-DESCRIPTION_MAX = 2000
-GUIDANCE_MAX = 16000
 _PY_TYPES: dict[str, Any] = {"string": str, "number": float, "integer": int, "boolean": bool, "array": list,
                              "object": dict}
 
@@ -245,12 +243,9 @@ def _locations(dist, top: str) -> list[Path]:
     if found:
         return [Path(os.path.abspath(dist.locate_file(n))) for n in sorted(found)]
     import importlib.machinery
-    import sys
 
-    here = _cwd()
-    path = [p for p in sys.path if p not in ("", ".") and os.path.abspath(p) != here]
     try:
-        spec = importlib.machinery.PathFinder.find_spec(top, path)
+        spec = importlib.machinery.PathFinder.find_spec(top, _path_not_here())
     except (ImportError, ValueError):
         return []
     if spec is None:
@@ -262,11 +257,15 @@ def _locations(dist, top: str) -> list[Path]:
     return []
 
 
-def _cwd() -> Optional[str]:
+def _path_not_here() -> list[str]:
+    """The controller's sys.path without '', '.' and the current directory."""
+    import sys
+
     try:
-        return os.getcwd()
+        here = os.getcwd()
     except OSError:
-        return None
+        here = None
+    return [p for p in sys.path if isinstance(p, str) and p not in ("", ".") and os.path.abspath(p) != here]
 
 
 def _search_path(ws: Path) -> list[str]:
@@ -276,17 +275,11 @@ def _search_path(ws: Path) -> list[str]:
     dist-info planted there named an entry point, or took the name of a tool's requirement, and
     its RECORD a package that links out of the workspace, which the controller then resolved and
     shipped to the sandbox (a host folder mounted or copied); its files were read here unbounded."""
-    import sys
-
-    here = _cwd()
     out = []
-    for p in sys.path:
-        if not isinstance(p, str) or p in ("", "."):
-            continue
+    for p in _path_not_here():
         given = os.path.abspath(p)
-        if given == here or wspath.relative(ws, given) is not None or wspath.touches(ws, given):
-            continue
-        out.append(p)
+        if wspath.relative(ws, given) is None and not wspath.touches(ws, given):
+            out.append(p)
     return out
 
 
@@ -535,6 +528,7 @@ def discover(session) -> Catalog:
     folders are looked at afresh (a refresh finds what was added since)."""
     from .sandbox import NoSandbox, SandboxDied
     from .schemas import registry
+    from .toolbox.custom import DESCRIPTION_MAX, GUIDANCE_MAX  # the agent cuts there too; a forged answer is cut here
 
     cat = Catalog()
     pol = session.policy

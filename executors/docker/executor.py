@@ -213,23 +213,12 @@ class DockerExecutor(Executor):
         return c
 
     def _check_mounts(self, inspect, info) -> None:
-        """Where the config's mounts carry identities (a Runner's sandbox: its workspace sources)
-        and the container runs on this machine under runc or crun: each is what the engine
-        mounted at its target (mounts.check_started), else InvalidConfig (the caller removes
-        the container). Elsewhere (a remote engine, gVisor, not root) it cannot be looked at."""
-        from .mounts import check_started
-        from .runtimes import engine_info, on_this_machine
+        """The mounts are the sources runner checked (mounts.check_if_here), else InvalidConfig
+        (the caller removes the container)."""
+        from .mounts import check_if_here
+        from .runtimes import engine_info
 
-        if not any(m.identity for m in self.config.mounts) or os.geteuid() != 0:
-            return
-        known = engine_info(self._runtime_key(), info)
-        if not on_this_machine(known):
-            return
-        attrs = inspect()
-        runtime = (attrs.get("HostConfig") or {}).get("Runtime") or known.get("DefaultRuntime")
-        pid = (attrs.get("State") or {}).get("Pid")
-        if runtime in ("runc", "crun", "io.containerd.runc.v2") and isinstance(pid, int) and pid > 0:
-            check_started(self.config.mounts, pid)
+        check_if_here(self.config.mounts, lambda: engine_info(self._runtime_key(), info), inspect)
 
     def _remove_owed(self, only_if_owed: bool = False) -> None:
         """Remove what this process owes this executor's engine (_owed). only_if_owed: reach the

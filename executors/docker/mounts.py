@@ -7,6 +7,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Callable
 
 from ..errors import InvalidConfig
 
@@ -174,3 +175,22 @@ def check_started(mounts, pid: int) -> None:
             raise InvalidConfig(f"the sandbox's mount at {m.target} is not the {m.source} runner checked ({got}): "
                                 "its source was changed, swapped for a link say, before the engine mounted it; "
                                 "the sandbox was removed before anything ran in it")
+
+
+def check_if_here(mounts, engine: Callable[[], dict], attrs: Callable[[], dict]) -> None:
+    """check_started() where it can be done: the mounts carry identities (a Runner's sandbox: its
+    workspace sources), the controller is root, the engine (engine(): runtimes.engine_info's,
+    asked only then) runs on this machine, and the container (attrs(): its inspect) under runc or
+    crun. Elsewhere (a remote engine or node, gVisor, not root) it cannot be looked at."""
+    from .runtimes import on_this_machine
+
+    if not any(m.identity for m in mounts) or os.geteuid() != 0:
+        return
+    known = engine()
+    if not on_this_machine(known):
+        return
+    got = attrs()
+    runtime = (got.get("HostConfig") or {}).get("Runtime") or known.get("DefaultRuntime")
+    pid = (got.get("State") or {}).get("Pid")
+    if runtime in ("runc", "crun", "io.containerd.runc.v2") and isinstance(pid, int) and pid > 0:
+        check_started(mounts, pid)

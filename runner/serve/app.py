@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
 from ..errors import RunnerError
-from ..turns import Stoppable
+from ..turns import Stoppable, in_turn as one_at_a_time
 from . import files as F
 from . import tenants as T
 from .db import Database
@@ -112,8 +112,6 @@ def create_app(state: State) -> FastAPI:
 
     async def in_turn(live, fn, *args, abandon: bool = False):
         """fn(*args) on a worker thread once the session's call before it is done."""
-        from ..turns import in_turn as one_at_a_time
-
         return await one_at_a_time(live, functools.partial(fn, *args), abandon, state.threads)
 
     @app.exception_handler(_Over)

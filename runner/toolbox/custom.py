@@ -44,7 +44,8 @@ DESCRIBE_CAP = 1024 * 1024
 RUN_CAP = 16 * 1024 * 1024
 # One tool's answer to describe, and all of them: the answer is one line of the channel (64 MiB
 # at most, wire.MAX_LINE), which a few tools of the workspace filled, and every custom tool was
-# lost with it. Description and guidance are kept as long as the controller keeps them.
+# lost with it. Description and guidance are cut at these here, and again by the controller
+# (runner/custom.py), which takes the same figures and trusts no answer.
 DESCRIPTION_MAX = 2000
 GUIDANCE_MAX = 16000
 PARAMETERS_MAX = 64 * 1024  # a tool's parameters schema, as JSON
