@@ -29,12 +29,12 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
+from .httpheaders import header, refuse_duplicates
 from .results import ImageBlock, ToolResult
 from .turns import Stoppable, in_turn
 
 SESSION_HEADER = "mcp-session-id"
 PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
-FORGOTTEN_SESSIONS = 10_000  # ids of ended sessions remembered, to say "ended" rather than start afresh
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")  # hosts a server may listen on without a warning
 
@@ -61,12 +61,21 @@ class NoSandbox(Exception):
     """This request gets no sandbox: its session ended, or the server is full."""
 
 
+class Refused(Exception):
+    """A call its server's caps refuse (runner serve: its tenant's); `result` says which and when to retry."""
+
+    def __init__(self, result: ToolResult) -> None:
+        super().__init__(result.content)
+        self.result = result
+
+
 class Session:
     """One MCP session's Runner: made on first use, used by one call at a time, closed once."""
 
     def __init__(self, make_runner: Callable[[], Any], runner: Any = None,
-                 release: Callable[[], None] | None = None) -> None:
+                 release: Callable[[], None] | None = None, owner: str | None = None) -> None:
         self._make = make_runner
+        self.owner = owner  # who opened it, alone may use it (runner serve: its tenant; runner mcp: None)
         self.runner = runner
         self._release = release  # called once, when the session ends (the registry's admission)
         self._lock = threading.Lock()
@@ -244,13 +253,22 @@ class ProgressRelay:
         self._send.close()
 
 
-def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: int) -> Server:
+Enter = Callable[[Any, bool], Any]  # async (ctx, is_call) -> what releases the place taken; raises Refused
+
+
+def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: int | anyio.CapacityLimiter,
+                 enter: Enter | None = None) -> Server:
     """The MCP server: tools/list and tools/call, each against the session `session_for(ctx)`
     names (and closes afterwards when it says the session is one request's only); at most
-    `threads` Runner calls at once (one per session is all that ever runs)."""
+    `threads` Runner calls at once (one per session is all that ever runs; a limiter: the
+    server's own, shared with its other routes). enter: the server's caps on each request before
+    it waits for anything (runner serve: its tenant's calls at once and calls per minute)."""
     from . import __version__
 
-    limiter: list[anyio.CapacityLimiter] = []
+    limiter: list[anyio.CapacityLimiter] = [threads] if isinstance(threads, anyio.CapacityLimiter) else []
+
+    async def admitted(ctx, is_call: bool):
+        return await enter(ctx, is_call) if enter is not None else None
 
     async def in_session(ctx, fn, *args, abandon: bool = False):
         """fn(session, *args) on a worker thread. abandon: a cancelled request (its client gone)
@@ -269,16 +287,34 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: in
                     await anyio.to_thread.run_sync(session.close)
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
+        release = None
         try:
+            release = await admitted(ctx, False)
             tools = await in_session(ctx, Session.tools)
+        except Refused as e:
+            raise MCPError(code=types.INVALID_REQUEST, message=str(e.result.content)) from None
         except NoSandbox as e:
             raise MCPError(code=types.INVALID_REQUEST, message=str(e)) from None
         except Exception as e:
             raise MCPError(code=types.INTERNAL_ERROR, message=f"could not list the tools: {e}") from None
+        finally:
+            if release is not None:
+                release()
         return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         name, args = params.name, dict(params.arguments or {})
+        try:
+            release = await admitted(ctx, True)
+        except Refused as e:
+            return to_mcp_result(e.result)
+        try:
+            return await call_in_session(ctx, name, args)
+        finally:
+            if release is not None:
+                release()
+
+    async def call_in_session(ctx, name: str, args: dict) -> types.CallToolResult:
         relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
         out: dict[str, Any] = {}
         stop = Stoppable()
@@ -364,40 +400,59 @@ def serve_stdio(opts: Options) -> int:
 
 # -- streamable HTTP ------------------------------------------------------------------------
 class Registry:
-    """The sessions of an HTTP server, by MCP session id."""
+    """The sessions of an HTTP server, by the MCP session id the SDK minted for each. A session is
+    made when the SDK mints its id, owned from birth by whoever opened it (runner serve: a tenant;
+    runner mcp: None), and never under an id a client chose: `handle` answers 404, as the SDK does
+    for an unknown session, to a request naming an id not minted here, ended, or another owner's."""
 
     def __init__(self, opts: Options) -> None:
         self.opts = opts
         self._lock = threading.Lock()
         self.sessions: dict[str, Session] = {}
         self.one_shots = 0
-        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def owner_of(self, scope) -> str | None:
+        """Who sends this request (runner serve: its tenant)."""
+        return None
+
+    def owned(self, sid: str, owner: str | None) -> Session | None:
+        with self._lock:
+            s = self.sessions.get(sid)
+        return s if s is not None and s.owner == owner and not s.closed else None
+
+    def mint(self, sid: str, owner: str | None, release: Callable[[], None] | None = None,
+             make_runner: Callable[[], Any] | None = None) -> None:
+        """The session the SDK just opened under the id it minted (its sandbox comes with its first call)."""
+        with self._lock:
+            self.sessions[sid] = Session(make_runner or self.opts.make_runner, release=release, owner=owner)
+
+    def owners(self) -> dict[str, str | None]:
+        with self._lock:
+            return {sid: s.owner for sid, s in self.sessions.items()}
 
     def session_for(self, ctx) -> tuple[Session, bool]:
         request = getattr(ctx, "request", None)
-        sid = request.headers.get(SESSION_HEADER) if request is not None else None
+        sid = header(request.scope, SESSION_HEADER) if request is not None else None
+        if sid:
+            s = self.owned(sid, self.owner_of(request.scope))
+            if s is None:  # (handle refused it already; this holds for any other way in)
+                raise NoSandbox(f"no MCP session {sid[:64]} here (ended, or never opened here): start a new session")
+            return s, False
         with self._lock:
-            if sid and sid in self._ended:
-                raise NoSandbox(f"MCP session {sid} has ended and its sandbox was removed: start a new session")
-            s = self.sessions.get(sid) if sid else None
-            if s is not None:
-                return s, False
             if len(self.sessions) + self.one_shots >= self.opts.max_sessions:
                 raise NoSandbox(f"runner mcp serves at most {self.opts.max_sessions} sandboxes at once "
                                 "(--max-sessions): end a session (DELETE) or wait for an idle one to be reaped")
             admitted = self.admit(ctx)
-            if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
-                self.one_shots += 1
-                return Session(self.make_runner_for(ctx), release=self._one_shot_ended(admitted)), True
-            s = self.sessions[sid] = Session(self.make_runner_for(ctx), release=admitted)
-            return s, False
+            # a request outside any session (stateless protocol): a sandbox for it alone
+            self.one_shots += 1
+            return Session(self.make_runner_for(ctx), release=self._one_shot_ended(admitted)), True
 
     def make_runner_for(self, ctx) -> Callable[[], Any]:
-        """What makes the Runner of the session this request opens (runner serve: the tenant's)."""
+        """What makes the Runner of a request outside any session (runner serve: the tenant's)."""
         return self.opts.make_runner
 
     def admit(self, ctx) -> Callable[[], None] | None:
-        """Raise NoSandbox when the session this request opens is one too many for whoever opens
+        """Raise NoSandbox when the sandbox this request takes is one too many for whoever sends
         it (runner serve: the tenant's maximum); else what to call when it ends."""
         return None
 
@@ -412,10 +467,6 @@ class Registry:
     def end(self, sid: str) -> None:
         with self._lock:
             s = self.sessions.pop(sid, None)
-            if s is not None:
-                self._ended[sid] = None
-                while len(self._ended) > FORGOTTEN_SESSIONS:
-                    self._ended.popitem(last=False)
         if s is not None:
             s.close()
 
@@ -442,28 +493,34 @@ class Registry:
         for t in threads:
             t.join()
 
+    async def handle(self, app, scope, receive, send, owner: str | None = None,
+                     mint: Callable[[str], None] | None = None) -> None:
+        """One HTTP request to the SDK's `app`, from `owner`. A request naming a session is 404
+        unless the session is this owner's; the id the SDK mints for a request outside any session
+        becomes a session of this owner as the answer starts (`mint(sid)`, by default self.mint);
+        a DELETE the SDK accepted ends the session and removes its sandbox."""
+        sid = header(scope, SESSION_HEADER)
+        if sid and self.owned(sid, owner) is None:
+            from starlette.responses import JSONResponse
 
-def _end_on_delete(app, registry: Registry):
-    """After the SDK accepted a DELETE of a session, remove that session's sandbox."""
-
-    async def wrapped(scope, receive, send):
-        if scope.get("type") != "http" or scope.get("method") != "DELETE":
-            return await app(scope, receive, send)
+            return await JSONResponse({"jsonrpc": "2.0", "id": None, "error": {
+                "code": types.INVALID_REQUEST, "message": "Session not found"}}, status_code=404)(scope, receive, send)
         status = 0
 
         async def watch(message):
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if not sid and status < 400:
+                    for k, v in message.get("headers") or []:
+                        if k.lower() == SESSION_HEADER.encode():
+                            (mint or (lambda new: self.mint(new, owner)))(v.decode("latin-1"))
             await send(message)
 
         await app(scope, receive, watch)
-        sid = dict(scope.get("headers") or []).get(SESSION_HEADER.encode(), b"").decode("latin-1")
-        if sid and 200 <= status < 300:
+        if sid and scope.get("method") == "DELETE" and 200 <= status < 300:
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(registry.end, sid)
-
-    return wrapped
+                await anyio.to_thread.run_sync(self.end, sid)
 
 
 async def _announce(userver, path: str) -> None:
@@ -484,7 +541,12 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
     server = build_server(registry.session_for, threads=opts.max_sessions + 2)
     app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout,
                                      max_sessions=opts.max_sessions)
-    config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",
+    async def sessions(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        return await registry.handle(app, scope, receive, send)
+
+    config = uvicorn.Config(refuse_duplicates(sessions), host=host, port=port, log_level="warning",
                             lifespan="on", timeout_graceful_shutdown=5)
     userver = uvicorn.Server(config)
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown, then raises the signal again

@@ -27,17 +27,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import __version__
 from ..errors import RunnerError
+from ..httpheaders import header
 from ..turns import Stoppable, in_turn as one_at_a_time
 from . import files as F
 from . import tenants as T
 from .db import Database
+from .gate import FULL_RETRY_AFTER, Gate, Over, authenticated
 from .sessions import Full, Gone, NotFound, Sessions, remove_containers
 
 MAX_BODY = 16 * 1024 * 1024
 MAX_FILE_SEND = 64 * 1024 * 1024
 EXEC_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr a /v1/exec answer carries
 PENDING_STREAM_CHARS = 64 * 1024
-FULL_RETRY_AFTER = 10
 
 
 @dataclass
@@ -53,6 +54,10 @@ class State:
     stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
+    gate: Gate = field(init=False)  # every tenant cap, for every route
+
+    def __post_init__(self) -> None:
+        self.gate = Gate(self)
 
 
 class Problem(RunnerError):
@@ -119,24 +124,20 @@ def create_app(state: State) -> FastAPI:
         return JSONResponse({"detail": f"the request body is over the limit of {state.max_body} bytes"},
                             status_code=413)
 
+    @app.exception_handler(Over)
+    async def _past_a_cap(request: Request, exc: Over):
+        return JSONResponse({"detail": str(exc)}, status_code=429, headers={"Retry-After": str(exc.retry_after)})
+
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
     async def tenant(request: Request) -> T.Grant:
-        auth = request.headers.get("authorization", "")
-        scheme, _, key = auth.partition(" ")
-        grant = await blocking(T.authenticate, state.db, key.strip()) if scheme.lower() == "bearer" else None
+        grant = await authenticated(state, request.scope)
         if grant is None:
             raise Problem(401, "no valid API key: send Authorization: Bearer KEY (`runner tenants add NAME` "
                                "or `runner tenants key NAME` prints one)", {"WWW-Authenticate": "Bearer"})
         return grant
-
-    async def quota(grant: T.Grant) -> None:
-        retry = await blocking(T.take_call, state.db, grant)
-        if retry is not None:
-            raise Problem(429, f"tenant {grant.name} is over its {grant.calls_per_minute} calls per minute: retry "
-                               f"after {int(retry + 0.999)} s", {"Retry-After": str(int(retry + 0.999))})
 
     async def live_of(grant: T.Grant, sid: str):
         try:  # (on the tools' threads: it may make a Runner, or drop one and its containers)
@@ -160,7 +161,7 @@ def create_app(state: State) -> FastAPI:
     async def tools(policy: str | None = None, grant: T.Grant = Depends(tenant)):
         """The tools of one of the tenant's policies (default: its first), as `runner tools --format json`."""
         source = _granted_policy(grant, policy)
-        slot = _Slot(state, grant)
+        slot = state.gate.slot(grant)
 
         def specs():
             import shutil
@@ -227,10 +228,10 @@ def create_app(state: State) -> FastAPI:
         """One tool call: 200 and the ToolResult (a tool's failure is `is_error: true`). With
         ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
         body = await parse(request, CallIn)
-        slot = _Slot(state, grant)  # first: finding the session's Runner takes one of the tools' threads
+        slot = state.gate.slot(grant)  # first: finding the session's Runner takes one of the tools' threads
         try:
             live = await live_of(grant, sid)
-            await quota(grant)
+            await state.gate.per_minute(grant)
         except BaseException:
             slot.release()
             raise
@@ -248,7 +249,7 @@ def create_app(state: State) -> FastAPI:
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
-        with _Slot(state, grant):
+        with state.gate.slot(grant):
             live = await live_of(grant, sid)
             data = await request.body()
             await in_turn(live, _put, live, path, data)
@@ -256,7 +257,7 @@ def create_app(state: State) -> FastAPI:
 
     @app.get("/v1/sessions/{sid}/files/{path:path}")
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
-        with _Slot(state, grant):
+        with state.gate.slot(grant):
             live = await live_of(grant, sid)
             data = await working(_get, live, path)
         return Response(data, media_type="application/octet-stream")
@@ -268,8 +269,8 @@ def create_app(state: State) -> FastAPI:
         image = _granted_image(grant, body.image)
         run = "exec-" + secrets.token_hex(8)  # the container's runner.session label
         left = threading.Event()  # the client went away: the thread's exec kills its command (cancel)
-        with _Slot(state, grant):
-            await quota(grant)
+        with state.gate.slot(grant):
+            await state.gate.per_minute(grant)
             work = asyncio.ensure_future(anyio.to_thread.run_sync(_exec, state, grant, image, body, run, left,
                                                                   abandon_on_cancel=True, limiter=state.threads))
             gone = asyncio.ensure_future(_disconnected(request))
@@ -308,33 +309,6 @@ def _granted_image(grant: T.Grant, image: str) -> str:
 
 
 # -- calls -------------------------------------------------------------------------------------
-class _Slot:
-    """One of a tenant's calls (tools, files, execs) in flight in this process, taken at once
-    (429 past the maximum, so one tenant cannot hold every worker thread) and released once."""
-
-    def __init__(self, state: State, grant: T.Grant) -> None:
-        n = state.in_flight[grant.name]
-        if n >= state.tenant_calls:
-            raise Problem(429, f"tenant {grant.name} has {n} calls in flight on this server, its maximum "
-                               "(runner serve --max-calls-per-tenant): wait for one to finish",
-                          {"Retry-After": "1"})
-        state.in_flight[grant.name] += 1
-        self.state, self.name = state, grant.name
-
-    def release(self) -> None:
-        if self.state is not None:
-            self.state.in_flight[self.name] -= 1
-            if not self.state.in_flight[self.name]:
-                del self.state.in_flight[self.name]
-            self.state = None
-
-    def __enter__(self) -> "_Slot":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
 def _ended() -> Problem:
     return Problem(410, "this session has ended; its sandbox and workspace were removed: start a new session")
 
@@ -553,10 +527,7 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str, left
                             for e_ in e.errors(include_url=False, include_input=False)]) from None
     if state.stopping:
         raise _stopped()
-    try:  # a running exec counts against the tenant's maximum of sessions
-        release = state.sessions.admit_elsewhere(grant, "exec")
-    except Full as e:
-        raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
+    release = state.gate.session(grant, "exec")  # a running exec counts against the tenant's maximum of sessions
     try:
         ex = DockerExecutor(cfg)
         ex.start()
@@ -586,8 +557,7 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
+        declared = header(scope, "content-length")
         too_big = JSONResponse({"detail": f"the request body is over the limit of {self.limit} bytes"},
                                status_code=413)
         try:

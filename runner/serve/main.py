@@ -34,6 +34,7 @@ QUICK_THREADS = 16  # key checks and database steps, never queued behind the too
 def build(opts: ServeOptions):
     """(app, state), the database migrated and what a previous run left reaped."""
     from ..errors import UsageError
+    from ..httpheaders import refuse_duplicates
     from . import app as A
     from . import db as D
     from .network import TenantNetworks
@@ -62,7 +63,7 @@ def build(opts: ServeOptions):
     if McpEndpoint is not None:
         state.mcp = McpEndpoint(state)
     app = A.create_app(state)
-    return A.BodyLimit(_route_mcp(app, state.mcp), opts.max_body), state
+    return refuse_duplicates(A.BodyLimit(_route_mcp(app, state.mcp), opts.max_body)), state
 
 
 def _route_mcp(app, mcp):

@@ -121,3 +121,30 @@ def start_http(env, server_args, docker_client):
         for cid in left:
             docker_client.api.remove_container(cid, force=True)
         assert not left, f"runner mcp --http left {len(left)} container(s) after SIGTERM"
+
+
+def raw_request(url: str, method: str, headers: list[tuple[str, str]], body: bytes = b"") -> tuple[int, dict, bytes]:
+    """One HTTP/1.1 request sent as written, a header twice if it is listed twice (HTTP clients
+    fold or refuse that), over a socket to the loopback server at url: (status, headers, body)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import h11
+
+    u = urlsplit(url)
+    conn = h11.Connection(h11.CLIENT)
+    with socket.create_connection((u.hostname, u.port), timeout=120) as sock:
+        sock.sendall(conn.send(h11.Request(method=method, target=u.path or "/", headers=[
+            ("Host", u.netloc), *headers, ("Content-Length", str(len(body))), ("Connection", "close")])))
+        sock.sendall(conn.send(h11.Data(data=body)) + conn.send(h11.EndOfMessage()))
+        status, got, out = 0, {}, bytearray()
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                conn.receive_data(sock.recv(65536))
+            elif isinstance(event, h11.Response):
+                status, got = event.status_code, {k.decode(): v.decode() for k, v in event.headers}
+            elif isinstance(event, h11.Data):
+                out += event.data
+            elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
+                return status, got, bytes(out)
