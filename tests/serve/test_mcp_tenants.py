@@ -114,7 +114,13 @@ def test_a_session_id_the_server_did_not_mint_is_nobodys_session(start_server, d
             r = c.post(url, json=bash("echo in fix1's session"), headers={
                 **mcp_headers(two, sid), "MCP-Protocol-Version": version})
             assert r.status_code == 404 and "in fix1" not in r.text, (version, r.text)
-        # the owner's own minted id works on the 2026 protocol too (it is its session)
+        # nor may it end the session or listen on its stream
+        assert c.delete(url, headers=mcp_headers(two, sid)).status_code == 404
+        with c.stream("GET", url, headers={**mcp_headers(two, sid), "Accept": "text/event-stream"}) as r:
+            assert r.status_code == 404
+        # the owner's session is its own still
+        r = c.post(url, json=bash("echo mine"), headers=mcp_headers(one, sid))
+        assert r.status_code == 200 and "mine" in r.text, r.text
         assert c.delete(url, headers=mcp_headers(one, sid)).status_code == 200
     # nothing of the refused requests stays behind: no sandbox, no workspace
     wait_for(lambda: not tenant_containers(docker_client, "fix1") and not tenant_containers(docker_client, "fix2"),
