@@ -49,7 +49,11 @@ class State:
     threads: Any = None  # the limiter of tools, files and execs (a session's turn is awaited, not held here)
     quick: Any = None  # the limiter of key checks and database steps: never behind the tools
     tenant_calls: int = 16  # a tenant's calls in flight here at once (429 past it)
+    tenant_transfers: int = 4  # of which file uploads and downloads (a body in memory each)
     in_flight: collections.Counter = field(default_factory=collections.Counter)
+    transfers: collections.Counter = field(default_factory=collections.Counter)
+    session_ops: int = 120  # sessions a tenant may create and delete per minute, here (429 past it)
+    ops_seen: dict = field(default_factory=dict)  # tenant -> deque of the times of its last session_ops
     stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
@@ -190,6 +194,7 @@ def create_app(state: State) -> FastAPI:
         body = await parse(request, NewSession)
         name = body.policy or grant.default_policy
         _granted_policy(grant, name)
+        _session_op(state, grant)
         try:
             sid = await blocking(state.sessions.create, grant, name)
         except Full as e:
@@ -218,6 +223,7 @@ def create_app(state: State) -> FastAPI:
             raise Problem(404, str(e)) from None
         except Gone as e:
             raise Problem(410, str(e)) from None
+        _session_op(state, grant)
         with anyio.CancelScope(shield=True):  # (containers and a workspace to remove: the tools' threads)
             await working(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
@@ -248,7 +254,7 @@ def create_app(state: State) -> FastAPI:
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
-        with _Slot(state, grant):
+        with _Slot(state, grant, transfer=True):
             live = await live_of(grant, sid)
             data = await request.body()
             await in_turn(live, _put, live, path, data)
@@ -256,10 +262,17 @@ def create_app(state: State) -> FastAPI:
 
     @app.get("/v1/sessions/{sid}/files/{path:path}")
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
-        with _Slot(state, grant):
+        slot = _Slot(state, grant, transfer=True)
+        try:
             live = await live_of(grant, sid)
-            data = await working(_get, live, path)
-        return Response(data, media_type="application/octet-stream")
+            f = await working(_open, live, path)
+        except BaseException:
+            slot.release()
+            raise
+        # sent in chunks of FILE_CHUNK bytes (memory per download: one chunk); the slot is
+        # released when the last is sent or the client goes away
+        return StreamingResponse(_chunks(state, f, slot), media_type="application/octet-stream",
+                                 headers={"Content-Length": str(os.fstat(f.fileno()).st_size)})
 
     @app.post("/v1/exec")
     async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
@@ -312,20 +325,29 @@ class _Slot:
     """One of a tenant's calls (tools, files, execs) in flight in this process, taken at once
     (429 past the maximum, so one tenant cannot hold every worker thread) and released once."""
 
-    def __init__(self, state: State, grant: T.Grant) -> None:
+    def __init__(self, state: State, grant: T.Grant, transfer: bool = False) -> None:
         n = state.in_flight[grant.name]
         if n >= state.tenant_calls:
             raise Problem(429, f"tenant {grant.name} has {n} calls in flight on this server, its maximum "
                                "(runner serve --max-calls-per-tenant): wait for one to finish",
                           {"Retry-After": "1"})
+        m = state.transfers[grant.name]
+        if transfer and m >= state.tenant_transfers:
+            raise Problem(429, f"tenant {grant.name} has {m} file transfers in flight on this server, its maximum "
+                               "(runner serve --max-transfers-per-tenant): wait for one to finish",
+                          {"Retry-After": "1"})
         state.in_flight[grant.name] += 1
-        self.state, self.name = state, grant.name
+        if transfer:
+            state.transfers[grant.name] += 1
+        self.state, self.name, self.transfer = state, grant.name, transfer
 
     def release(self) -> None:
         if self.state is not None:
-            self.state.in_flight[self.name] -= 1
-            if not self.state.in_flight[self.name]:
-                del self.state.in_flight[self.name]
+            for count, taken in ((self.state.in_flight, True), (self.state.transfers, self.transfer)):
+                if taken:
+                    count[self.name] -= 1
+                    if not count[self.name]:
+                        del count[self.name]
             self.state = None
 
     def __enter__(self) -> "_Slot":
@@ -333,6 +355,23 @@ class _Slot:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _session_op(state: State, grant: T.Grant) -> None:
+    """One of the tenant's session creations or deletions (each makes or removes a workspace, a
+    row, containers): at most state.session_ops in any 60 seconds on this server, else 429."""
+    import time
+
+    now = time.monotonic()
+    seen = state.ops_seen.setdefault(grant.name, collections.deque())
+    while seen and seen[0] <= now - 60:
+        seen.popleft()
+    if len(seen) >= state.session_ops:
+        retry = int(seen[0] + 60 - now + 0.999)
+        raise Problem(429, f"tenant {grant.name} made or ended {len(seen)} sessions in the last minute, its maximum "
+                           f"(runner serve --max-session-ops-per-minute): retry after {retry} s",
+                      {"Retry-After": str(max(retry, 1))})
+    seen.append(now)
 
 
 def _ended() -> Problem:
@@ -492,11 +531,29 @@ def _put(live, path: str, data: bytes) -> None:
             raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}]) from None
 
 
-def _get(live, path: str) -> bytes:
+FILE_CHUNK = 256 * 1024  # bytes of a download read and sent at a time
+
+
+async def _chunks(state: State, f, slot: "_Slot"):
+    """The open file's bytes as its size was when opened (its Content-Length), FILE_CHUNK at a
+    time, read on the tools' threads; then it is closed."""
+    try:
+        left = os.fstat(f.fileno()).st_size
+        while left > 0 and (chunk := await anyio.to_thread.run_sync(f.read, min(FILE_CHUNK, left),
+                                                                    limiter=state.threads)):
+            left -= len(chunk)
+            yield chunk
+    finally:
+        f.close()
+        slot.release()
+
+
+def _open(live, path: str):
+    """The workspace file, opened for reading (a regular file, no link followed, within MAX_FILE_SEND)."""
     from ..wspath import UnsafePath
 
     try:
-        return F.read(live.runner.workspace, path, MAX_FILE_SEND)
+        return F.open_read(live.runner.workspace, path, MAX_FILE_SEND)
     except UnsafePath as e:
         raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
     except FileNotFoundError:
