@@ -249,7 +249,7 @@ def create_app(state: State) -> FastAPI:
         task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay,
                                              abandon=True))
         task.add_done_callback(lambda _: slot.release())
-        return StreamingResponse(_sse(relay, task, body.tool), media_type="text/event-stream",
+        return StreamingResponse(_sse(relay, task, body.tool, live.runner.redactor.redact), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
@@ -466,7 +466,7 @@ def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
+async def _sse(relay: _Relay, task: asyncio.Future, tool: str, redact):
     finished = False
     try:
         while not task.done():
@@ -486,7 +486,7 @@ async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
         except Problem as e:
             yield _event("error", {"detail": e.detail})
         except Exception as e:
-            yield _event("error", {"detail": f"runner could not run {tool}: {type(e).__name__}: {e}"})
+            yield _event("error", {"detail": redact(f"runner could not run {tool}: {type(e).__name__}: {e}")})
         finished = True
     finally:
         if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
