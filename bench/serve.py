@@ -43,10 +43,10 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 @contextlib.contextmanager
-def serving(data: Path):
-    """`runner serve` on a loopback port of its own choosing, with its data directory: yields
-    (the process, its URL), and stops it (SIGTERM: it removes its sandboxes) at the end."""
-    proc = subprocess.Popen([sys.executable, "-m", "runner", "serve", "--port", "0", "--data", str(data)],
+def serving(data: Path, *extra: str):
+    """`runner serve` on a loopback port of its own choosing, with its data directory (and `extra`
+    options): yields (the process, its URL), and stops it (SIGTERM: it removes its sandboxes) at the end."""
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "serve", "--port", "0", "--data", str(data), *extra],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         line = ""

@@ -370,12 +370,28 @@ def _db_args():
          arg("--max-lifetime", type=float, default=86400.0, help="seconds after which any session ends"),
          arg("--max-body", type=int, default=16 * 1024 * 1024, help="largest request body in bytes (413 past it)"),
          arg("--max-calls-per-tenant", type=int, default=16,
-             help="a tenant's calls, file transfers and execs in flight at once (429 past it)"))
+             help="a tenant's calls, file transfers and execs in flight at once (429 past it)"),
+         arg("--max-transfers-per-tenant", type=int, default=None,
+             help="a tenant's file uploads and downloads in flight at once, of its calls (429 past it; "
+                  "default 4, or --max-calls-per-tenant where that is lower)"),
+         arg("--max-connections", type=int, default=1024,
+             help="connections at once; past it a new one closes the oldest whose request head has not come"),
+         arg("--header-timeout", type=float, default=10.0,
+             help="seconds a connection may take to send a request's head (then it is closed)"),
+         arg("--keep-alive-timeout", type=float, default=5.0,
+             help="seconds an idle keep-alive connection stays open"),
+         arg("--session-retention", type=float, default=7 * 86400.0,
+             help="seconds an ended session's row is kept (then purged)"),
+         arg("--max-session-ops-per-minute", type=int, default=120,
+             help="sessions a tenant may create and delete per minute (429 past it)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
     opts = main_.ServeOptions(host=a.host, port=a.port, data=a.data, db=a.db, idle_timeout=a.idle_timeout,
-                              max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant)
+                              max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant,
+                              tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
+                              header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
+                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute)
     return guarded(main_.serve, opts)
 
 

@@ -82,6 +82,7 @@ class Runner:
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
         self.store = ResultStore(keep=caps.keep)
+        self.store.redactor = self.redactor  # what it relays as the output streams is redacted too
         self._host_exec = None
         self._lock = threading.RLock()
         self._count = 0

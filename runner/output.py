@@ -47,8 +47,10 @@ class ResultStore:
         self._owner = 0  # the pid that made the directory: only it removes it
         self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
         # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
-        # progress. It runs on the thread that reads the tool's output and must not raise.
+        # progress. It runs on the thread that reads the tool's output and must not raise. It
+        # sees the text redacted (by `redactor`, the session's): streamed output leaves the controller.
         self.on_output: Callable[[str, str], None] | None = None
+        self.redactor = None
 
     @property
     def dir(self) -> Path:
@@ -83,8 +85,13 @@ class ResultStore:
 
         # the file's name is worked out only when the output spills (most never do)
         take = None if self.keep is None else (lambda n: self._take(call_id, n))
-        return OutputSink(lambda: self.path(call_id), call_id, caps, on_output=self.on_output, on_spill=kept,
-                          take=take)
+        stream = None
+        if self.on_output is not None:
+            from .redact import Redactor, StreamRedactor
+
+            relay = self.on_output
+            stream = StreamRedactor(self.redactor or Redactor(), lambda text: relay(call_id, text) if text else None)
+        return OutputSink(lambda: self.path(call_id), call_id, caps, stream=stream, on_spill=kept, take=take)
 
     def _take(self, call_id: str, n: int) -> int:
         """How many of n more bytes of call_id's output may go to disk under keep (counted)."""
@@ -202,12 +209,12 @@ class OutputSink:
     to a spill file on disk, so memory stays flat however much arrives."""
 
     def __init__(self, place: Callable[[], Path], call_id: str, caps: Caps,
-                 on_output: Callable[[str, str], None] | None = None,
+                 stream=None,
                  on_spill: "Callable[[Path, LineIndex], None] | None" = None,
                  take: "Callable[[int], int] | None" = None) -> None:
         self.place, self.call_id, self.caps = place, call_id, caps
         self.path: Path | None = None  # the spill's, once there is one
-        self.on_output = on_output
+        self.stream = stream  # a StreamRedactor to the relay of streamed output, or None
         self.on_spill = on_spill
         self.take = take  # how many bytes of a piece may go to disk (ResultStore._take); None: all
         self.index = LineIndex()  # of what went to disk
@@ -226,8 +233,8 @@ class OutputSink:
     def write(self, text: str) -> None:
         if not text:
             return
-        if self.on_output is not None:
-            self.on_output(self.call_id, text)
+        if self.stream is not None:
+            self.stream.feed(text)
         self.chars += len(text)
         self.ends_with_newline = text.endswith("\n")
         if self.f is None:
@@ -265,6 +272,9 @@ class OutputSink:
         """(text for the answer, truncation meta). Whole if within caps, else head + notice + tail."""
         caps = self.caps
         meta = {"output_chars": self.chars, "output_lines": self.lines, "truncated": False}
+        if self.stream is not None:
+            self.stream.flush()
+            self.stream = None
         if self.f is None:
             return "".join(self.buf), meta
         self.f.close()

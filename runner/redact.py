@@ -261,6 +261,19 @@ class Redactor:
             return {"type": "text", "text": f"[image {media} withheld by redaction: its bytes hold a secret ({what})]"}
         return {k: (v if k == "data" else self.redact_obj(v)) for k, v in block.items()}
 
+    def spans(self, text: str, rules: bool = True) -> list[tuple[int, int]]:
+        """(start, end) of what redact would look at in text: configured secrets' forms, and the
+        rules' matches (guarded as redact guards them) when `rules`."""
+        out = [m.span() for m in self._secret_re.finditer(text)] if self._secret_re is not None else []
+        if not rules:
+            return out
+        lower = text.lower()
+        for rule in self.rules:
+            if rule.guards and not any(g in (lower if rule.fold else text) for g in rule.guards):
+                continue
+            out.extend(m.span() for m in rule.pattern.finditer(text))
+        return out
+
     def kinds(self, text: str) -> set[str]:
         """The kinds of secrets found in text (empty: none)."""
         red = self.redact(text) if text else text
@@ -298,3 +311,54 @@ DEFAULT = Redactor()
 def redact(text: str) -> str:
     """Redact with the rules only (no configured secrets)."""
     return DEFAULT.redact(text)
+
+
+STREAM_HOLD = 256  # characters of an unfinished line a stream holds back: the built-in rules' tokens fit in it
+STREAM_HOLD_MAX = 64 * 1024  # past this much held back, a rule's match still open is cut anyway
+
+
+class StreamRedactor:
+    """Text that arrives in pieces (a call's streamed output), redacted before `emit` sees it,
+    a secret split across two pieces included. What may still become a secret is held back: a
+    last line not yet ended (at most STREAM_HOLD characters of it: the rules' tokens end at a
+    line's end), the longest end that begins a configured secret's form, and any match still
+    open at the cut. `flush` sends what is left, redacted, at the end of the stream."""
+
+    def __init__(self, redactor: Redactor, emit: Callable[[str], None]) -> None:
+        self.redactor, self.emit = redactor, emit
+        self.forms = sorted(redactor._values, key=len, reverse=True)
+        self.pending = ""
+
+    def feed(self, text: str) -> None:
+        if not text:
+            return
+        buf = self.pending + text
+        cut = self._cut(buf)
+        self.pending = buf[cut:]
+        if cut > 0:
+            self.emit(self.redactor.redact(buf[:cut]))
+
+    def flush(self) -> None:
+        buf, self.pending = self.pending, ""
+        if buf:
+            self.emit(self.redactor.redact(buf))
+
+    def _cut(self, buf: str) -> int:
+        """Where buf may be cut: before its unfinished last line (up to STREAM_HOLD characters),
+        before an end that starts a secret's form, never inside a match (a rule's may grow with
+        the next piece, unless more than STREAM_HOLD_MAX is held)."""
+        n = len(buf)
+        cut = max(buf.rfind("\n") + 1, n - STREAM_HOLD)
+        for form in self.forms:
+            for k in range(min(len(form) - 1, n), n - cut, -1):  # only ends longer than what is held already
+                if buf.endswith(form[:k]):
+                    cut = n - k
+                    break
+        spans = self.redactor.spans(buf, rules=n - cut <= STREAM_HOLD_MAX)
+        moved = True
+        while moved:
+            moved = False
+            for s, e in spans:
+                if s < cut < e:
+                    cut, moved = s, True
+        return cut

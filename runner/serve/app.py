@@ -50,7 +50,11 @@ class State:
     threads: Any = None  # the limiter of tools, files and execs (a session's turn is awaited, not held here)
     quick: Any = None  # the limiter of key checks and database steps: never behind the tools
     tenant_calls: int = 16  # a tenant's calls in flight here at once (429 past it)
+    tenant_transfers: int = 4  # of which file uploads and downloads (a body in memory each)
     in_flight: collections.Counter = field(default_factory=collections.Counter)
+    transfers: collections.Counter = field(default_factory=collections.Counter)
+    session_ops: int = 120  # sessions a tenant may create and delete per minute, here (429 past it)
+    ops_seen: dict = field(default_factory=dict)  # tenant -> deque of the times of its last session_ops
     stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
@@ -191,6 +195,7 @@ def create_app(state: State) -> FastAPI:
         body = await parse(request, NewSession)
         name = body.policy or grant.default_policy
         _granted_policy(grant, name)
+        state.gate.session_op(grant)
         try:
             sid = await blocking(state.sessions.create, grant, name)
         except Full as e:
@@ -219,6 +224,7 @@ def create_app(state: State) -> FastAPI:
             raise Problem(404, str(e)) from None
         except Gone as e:
             raise Problem(410, str(e)) from None
+        state.gate.session_op(grant)
         with anyio.CancelScope(shield=True):  # (containers and a workspace to remove: the tools' threads)
             await working(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
@@ -244,12 +250,12 @@ def create_app(state: State) -> FastAPI:
         task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay,
                                              abandon=True))
         task.add_done_callback(lambda _: slot.release())
-        return StreamingResponse(_sse(relay, task, body.tool), media_type="text/event-stream",
+        return StreamingResponse(_sse(relay, task, body.tool, live.runner.redactor.redact), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
-        with state.gate.slot(grant):
+        with state.gate.slot(grant, transfer=True):
             live = await live_of(grant, sid)
             data = await request.body()
             await in_turn(live, _put, live, path, data)
@@ -257,10 +263,17 @@ def create_app(state: State) -> FastAPI:
 
     @app.get("/v1/sessions/{sid}/files/{path:path}")
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
-        with state.gate.slot(grant):
+        slot = state.gate.slot(grant, transfer=True)
+        try:
             live = await live_of(grant, sid)
-            data = await working(_get, live, path)
-        return Response(data, media_type="application/octet-stream")
+            f = await working(_open, live, path)
+        except BaseException:
+            slot.release()
+            raise
+        # sent in chunks of FILE_CHUNK bytes (memory per download: one chunk); the slot is
+        # released when the last is sent or the client goes away
+        return StreamingResponse(_chunks(state, f, slot), media_type="application/octet-stream",
+                                 headers={"Content-Length": str(os.fstat(f.fileno()).st_size)})
 
     @app.post("/v1/exec")
     async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
@@ -401,7 +414,7 @@ def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
+async def _sse(relay: _Relay, task: asyncio.Future, tool: str, redact):
     finished = False
     try:
         while not task.done():
@@ -421,7 +434,7 @@ async def _sse(relay: _Relay, task: asyncio.Future, tool: str):
         except Problem as e:
             yield _event("error", {"detail": e.detail})
         except Exception as e:
-            yield _event("error", {"detail": f"runner could not run {tool}: {type(e).__name__}: {e}"})
+            yield _event("error", {"detail": redact(f"runner could not run {tool}: {type(e).__name__}: {e}")})
         finished = True
     finally:
         if not finished:  # the client went away mid-stream: stop the call (its sandbox goes; the
@@ -466,11 +479,29 @@ def _put(live, path: str, data: bytes) -> None:
             raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}]) from None
 
 
-def _get(live, path: str) -> bytes:
+FILE_CHUNK = 256 * 1024  # bytes of a download read and sent at a time
+
+
+async def _chunks(state: State, f, slot):
+    """The open file's bytes as its size was when opened (its Content-Length), FILE_CHUNK at a
+    time, read on the tools' threads; then it is closed."""
+    try:
+        left = os.fstat(f.fileno()).st_size
+        while left > 0 and (chunk := await anyio.to_thread.run_sync(f.read, min(FILE_CHUNK, left),
+                                                                    limiter=state.threads)):
+            left -= len(chunk)
+            yield chunk
+    finally:
+        f.close()
+        slot.release()
+
+
+def _open(live, path: str):
+    """The workspace file, opened for reading (a regular file, no link followed, within MAX_FILE_SEND)."""
     from ..wspath import UnsafePath
 
     try:
-        return F.read(live.runner.workspace, path, MAX_FILE_SEND)
+        return F.open_read(live.runner.workspace, path, MAX_FILE_SEND)
     except UnsafePath as e:
         raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
     except FileNotFoundError:

@@ -38,8 +38,9 @@ def _split(rel: str) -> tuple[str, str]:
     return "/".join(names[:-1]), names[-1]
 
 
-def read(workspace: Path, rel: str, max_bytes: int) -> bytes:
-    """The bytes of a regular file; UnsafePath, FileNotFoundError or TooLarge otherwise."""
+def open_read(workspace: Path, rel: str, max_bytes: int):
+    """A regular file opened for reading (binary; the caller closes it), of at most max_bytes
+    when opened; UnsafePath, FileNotFoundError or TooLarge otherwise."""
     parent, name = _split(rel)
     with open_dir(workspace, parent) as d:
         try:
@@ -49,16 +50,18 @@ def read(workspace: Path, rel: str, max_bytes: int) -> bytes:
             if st is not None and stat.S_ISLNK(st.st_mode):
                 raise UnsafePath(f"{rel} is a symbolic link: links in the workspace are not followed") from None
             raise
-        with os.fdopen(fd, "rb") as f:
+        f = os.fdopen(fd, "rb")
+        try:
             st = os.fstat(f.fileno())
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafePath(f"{rel} is not a regular file")
             if st.st_size > max_bytes:
                 raise TooLarge(f"{rel} has {st.st_size} bytes, more than the {max_bytes} this route sends")
-            data = f.read(max_bytes + 1)
-            if len(data) > max_bytes:
-                raise TooLarge(f"{rel} grew past {max_bytes} bytes while being read")
-            return data
+            os.set_blocking(f.fileno(), True)
+            return f
+        except BaseException:
+            f.close()
+            raise
 
 
 def write(workspace: Path, rel: str, data: bytes, owner: tuple[int, int] | None = None) -> None:

@@ -6,7 +6,9 @@ so across instances), and its sessions (/v1 rows, MCP sessions and running execs
 Past a cap a route answers Over: /v1 a 429 with Retry-After, /mcp a tool error saying the same."""
 from __future__ import annotations
 
+import collections
 import threading
+import time
 from typing import Callable
 
 import anyio.to_thread
@@ -36,15 +38,15 @@ class Over(RunnerError):
 
 
 class Slot:
-    """One of a tenant's calls in flight, released once."""
+    """One of a tenant's calls in flight (and of its file transfers, for one), released once."""
 
-    def __init__(self, gate: "Gate", name: str) -> None:
-        self.gate, self.name = gate, name
+    def __init__(self, gate: "Gate", name: str, transfer: bool) -> None:
+        self.gate, self.name, self.transfer = gate, name, transfer
 
     def release(self) -> None:
         gate, self.gate = self.gate, None
         if gate is not None:
-            gate._leave(self.name)
+            gate._leave(self.name, self.transfer)
 
     def __enter__(self) -> "Slot":
         return self
@@ -58,23 +60,48 @@ class Gate:
         self.state = state
         self._lock = threading.Lock()
 
-    def slot(self, grant: T.Grant) -> Slot:
+    def slot(self, grant: T.Grant, transfer: bool = False) -> Slot:
         """A place among the tenant's calls in flight here (Over past --max-calls-per-tenant), taken
-        before the call waits for anything, so one tenant cannot hold every worker thread."""
+        before the call waits for anything, so one tenant cannot hold every worker thread. A file
+        upload or download (transfer) also takes one of the tenant's transfers (Over past
+        --max-transfers-per-tenant): each holds a body or a chunk in memory."""
         st = self.state
         with self._lock:
             n = st.in_flight[grant.name]
             if n >= st.tenant_calls:
                 raise Over(f"tenant {grant.name} has {n} calls in flight on this server, its maximum (runner serve "
                            "--max-calls-per-tenant): wait for one to finish", 1)
+            m = st.transfers[grant.name]
+            if transfer and m >= st.tenant_transfers:
+                raise Over(f"tenant {grant.name} has {m} file transfers in flight on this server, its maximum "
+                           "(runner serve --max-transfers-per-tenant): wait for one to finish", 1)
             st.in_flight[grant.name] += 1
-        return Slot(self, grant.name)
+            if transfer:
+                st.transfers[grant.name] += 1
+        return Slot(self, grant.name, transfer)
 
-    def _leave(self, name: str) -> None:
+    def _leave(self, name: str, transfer: bool) -> None:
         with self._lock:
-            self.state.in_flight[name] -= 1
-            if not self.state.in_flight[name]:
-                del self.state.in_flight[name]
+            for count, taken in ((self.state.in_flight, True), (self.state.transfers, transfer)):
+                if taken:
+                    count[name] -= 1
+                    if not count[name]:
+                        del count[name]
+
+    def session_op(self, grant: T.Grant) -> None:
+        """One of the tenant's session creations or deletions (each makes or removes a workspace,
+        a row, containers): at most --max-session-ops-per-minute in any 60 s here, else Over."""
+        st = self.state
+        now = time.monotonic()
+        with self._lock:
+            seen = st.ops_seen.setdefault(grant.name, collections.deque())
+            while seen and seen[0] <= now - 60:
+                seen.popleft()
+            if len(seen) >= st.session_ops:
+                retry = max(int(seen[0] + 60 - now + 0.999), 1)
+                raise Over(f"tenant {grant.name} made or ended {len(seen)} sessions in the last minute, its maximum "
+                           f"(runner serve --max-session-ops-per-minute): retry after {retry} s", retry)
+            seen.append(now)
 
     async def per_minute(self, grant: T.Grant) -> None:
         """Count one call against the tenant's calls per minute (Over past it)."""

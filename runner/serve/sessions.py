@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import delete, func, select, update
 
 from ..errors import RunnerError
 from . import db as D
@@ -44,6 +44,7 @@ class Full(RunnerError):
 class Limits:
     idle_timeout: float = 1800.0
     max_lifetime: float = 86400.0
+    retention: float = 7 * 86400.0  # an ended session's row is purged this long after it ended
 
 
 class Live:
@@ -253,6 +254,20 @@ class Sessions:
                     if live is not None and not live.lock.locked():
                         self._drop(sid)
         return closed
+
+    def purge_ended(self, now: float | None = None) -> int:
+        """Delete the rows of sessions that ended more than limits.retention seconds ago (their id
+        then answers 404, not 410); a row whose workspace is still on disk stays, so that what is
+        left of it is still found and removed. Answers how many went."""
+        now = time.time() if now is None else now
+        with self.db.session() as s:
+            old = s.execute(select(D.Session.id, D.Session.tenant).where(
+                D.Session.state != "open", D.Session.closed_at < now - self.limits.retention)).all()
+        gone = [sid for sid, tenant in old if not self.workspace(tenant, sid).exists()]
+        for i in range(0, len(gone), 500):
+            with self.db.session.begin() as s:
+                s.execute(delete(D.Session).where(D.Session.id.in_(gone[i:i + 500]), D.Session.state != "open"))
+        return len(gone)
 
     def adopt_at_start(self) -> list[str]:
         """After a restart: remove the containers of this database's sessions whose owner process
