@@ -7,6 +7,7 @@ from . import paths
 from .context import Ctx, ToolError
 
 GIT_TIMEOUT = 120
+GIT_STDERR_MAX = 64 * 1024  # characters of git's stderr kept apart in a result's meta
 
 
 # With command execution off (the controller sets `no_repo_programs`), the repository's
@@ -43,7 +44,9 @@ def _safe(ctx: Ctx) -> tuple[list, dict]:
     return pre, env
 
 
-def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict | None = None) -> str:
+def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict | None = None) -> dict:
+    """git's output as the answer; what it wrote to stderr is also in meta.stderr, apart (a
+    dialect whose git tools answer the two streams apart takes it from there)."""
     pre, env = _safe(ctx) if (args or {}).get("no_repo_programs") else ([], ctx.env)
     try:
         p = subprocess.run(["git", *pre, *argv], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
@@ -56,7 +59,8 @@ def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
         raise ToolError(f"git_{op} error: {(err or out).strip()}")
-    return (out + (err if op in ("push", "pull", "commit") else "")).strip() or "(no output)"
+    text = (out + (err if op in ("push", "pull", "commit") else "")).strip() or "(no output)"
+    return {"content": text, "meta": {"stderr": err[:GIT_STDERR_MAX]}} if err.strip() else text
 
 
 def _identity(ctx: Ctx) -> list:
@@ -91,8 +95,9 @@ def git_log(ctx: Ctx, args: dict):
 def git_add(ctx: Ctx, args: dict):
     files = args.get("files") or []
     rel = [paths.display(ctx, paths.resolve(ctx, f)) for f in files]
-    _git(ctx, "add", ["add", "--", *rel], args=args)
-    return f"added {len(rel)} path{'s' if len(rel) != 1 else ''}: {', '.join(rel)}"
+    done = _git(ctx, "add", ["add", "--", *rel], args=args)
+    text = f"added {len(rel)} path{'s' if len(rel) != 1 else ''}: {', '.join(rel)}"
+    return {"content": text, "meta": done["meta"]} if isinstance(done, dict) else text
 
 
 def git_commit(ctx: Ctx, args: dict):
