@@ -31,7 +31,7 @@ class Edit(DialectArgs):
 
 class Bash(DialectArgs):
     command: str = Field(description="shell command to execute")
-    timeout: Optional[float] = Field(None, gt=0, description="timeout in milliseconds (default 120000)")
+    timeout: float = Field(120_000, gt=0, description="timeout in milliseconds (default 120000: 120 s)")
 
 
 DIALECT = Dialect(
