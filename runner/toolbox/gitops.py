@@ -58,7 +58,8 @@ def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
-        raise ToolError(f"git_{op} error: {(err or out).strip()}")
+        # both streams: git says why on either (a pull's conflict is on stdout, after its fetch on stderr)
+        raise ToolError(f"git_{op} error: {(err.strip() + chr(10) + out.strip()).strip()}")
     text = (out + (err if op in ("push", "pull", "commit") else "")).strip() or "(no output)"
     return {"content": text, "meta": {"stderr": err[:GIT_STDERR_MAX]}} if err.strip() else text
 
@@ -84,7 +85,15 @@ def git_diff(ctx: Ctx, args: dict):
         argv.append("--no-textconv")
     if args.get("path"):
         argv += ["--", paths.display(ctx, paths.resolve(ctx, args["path"]))]
-    return _git(ctx, "diff", argv, args=args)
+    try:
+        return _git(ctx, "diff", argv, args=args)
+    except ToolError as e:
+        if "--no-index" not in str(e):
+            raise
+    # Outside a repository git diff is `diff --no-index`, which answers its usage: git's own
+    # reason instead (rev-parse fails there with it).
+    _git(ctx, "diff", ["rev-parse", "--git-dir"], args=args)
+    raise ToolError("git_diff error: not a git repository")
 
 
 def git_log(ctx: Ctx, args: dict):

@@ -1,0 +1,278 @@
+"""Every tool example in the seed documents, replayed through its dialect against the docker
+executor: the documented request (parsed from the document's example block by seeddocs, never
+retyped), on a workspace set up so that the documented answer is the right one (the set-up is
+derived from that answer where the answer says what the workspace holds), answers with the
+documented shape: the same keys, types and nesting, the same values where they do not depend on
+the machine, and each "common error" the document lists in the document's words.
+
+What cannot hold here is in CANNOT (tool or error text -> why), and in the dialect's page under
+docs/dialects/; a test fails when a document has an example or an error that is neither replayed
+nor listed there, so none is skipped by accident."""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+from runner import Runner, dialects
+
+from . import seeddocs
+from .seeddocs import NONE
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+GIT = "git -c user.name=seed -c user.email=seed@localhost"
+CLEAN = "find . -mindepth 1 -delete"
+
+
+def documented(got: str, doc: str) -> bool:
+    """An error text in the document's words: the same text, or it followed by detail (the path
+    Node's ENOENT names), numbers aside (an exit code, a byte limit the document writes N); or,
+    for a `PREFIX: words` text, the same prefix and those words in git's or bash's own message."""
+    def norm(s: str) -> str:
+        return re.sub(r"\d+", "N", s.replace("`", "")).lower()
+
+    g, d = norm(got), norm(doc)
+    if g == d or g.startswith(d):
+        return True
+    head, sep, tail = d.rpartition(": ")
+    return bool(sep) and g.startswith(head + ":") and tail in g
+
+
+def same_shape(got, doc, where: str = "answer", nullable: bool = False) -> None:
+    """got has doc's shape: the same keys, nesting and JSON types (a list: each item shaped as
+    the document's first). nullable: the document's null stands for "string or null" (stderr)."""
+    if isinstance(doc, dict):
+        assert isinstance(got, dict), f"{where}: {got!r} is not an object"
+        assert set(got) == set(doc), f"{where}: keys {sorted(got)}, the document's {sorted(doc)}"
+        for k in doc:
+            same_shape(got[k], doc[k], f"{where}.{k}", nullable=nullable or k == "stderr")
+    elif isinstance(doc, list):
+        assert isinstance(got, list), f"{where}: {got!r} is not a list"
+        for i, item in enumerate(got):
+            if doc:
+                same_shape(item, doc[0], f"{where}[{i}]")
+    elif doc is None:
+        assert got is None or (nullable and isinstance(got, str)), f"{where}: {got!r}, the document: null"
+    else:
+        assert type(got) is type(doc), f"{where}: {got!r} ({type(got).__name__}), the document: {doc!r}"
+
+
+# -- Forgekeeper (002): twelve request/response pairs, the rest request and Returns ---------------
+FK = seeddocs.parse("forgekeeper")
+
+# Values of a documented response that depend on the machine or stand for one: compared by type.
+FK_MACHINE = {
+    "get_time": {"": "the time of the call"},
+    "read_file": {"content": "\"First 1024 bytes of content...\" stands for the file's first 1024 bytes"},
+    "git_status": {"cwd": "the repository's path (the sandbox's /workspace)"},
+    "run_bash": {"stdout": "ls -la's sizes, owners and dates"},
+    "refresh_tools": {"count": "the tools this policy allows (the document's 19 is Forgekeeper's allowlist)",
+                      "tools": "the same; the document's names are checked to be among them"},
+    "http_fetch": {},
+}
+# Examples and errors that cannot hold here, and why (also in docs/dialects/forgekeeper.md).
+FK_CANNOT = {
+    "http_fetch": "the example fetches api.github.com; tests reach only loopback and containers they start, "
+                  "so the request is checked as far as the URL check and the answer's object is built from "
+                  "a native answer (test_tables.py::test_forgekeeper_http_fetch_answer_from_the_native_one)",
+    "HTTP fetch disabled (set FRONTEND_ENABLE_HTTP_FETCH=1)": "the gate is the policy's (features.network, "
+    "tools.deny): its refusal names the policy, not Forgekeeper's environment variable",
+    "Network error": "the sandbox's network is off by default (network mode none): the refusal says so, as the "
+    "gate's does; with a network, a failed fetch answers 'Network error: …' (the dialect's errors table)",
+    "timeout": "needs a server that never answers, reachable from the sandbox",
+    "git_status error: git command not found": "the sandbox image has git",
+    "git_diff error: timeout": "needs a diff slower than the git timeout (120 s)",
+    "git_commit error: please tell me who you are": "runner commits as runner <runner@localhost> when the "
+    "repository names no identity, so a fresh sandbox can commit",
+    "git_push error: authentication failed": "needs a remote that asks for credentials (tests reach no such host)",
+    "git_pull error: authentication failed": "needs a remote that asks for credentials (tests reach no such host)",
+    "git_pull error: no tracking information": "runner always names the remote (origin by default, as the "
+    "document says), so git answers that no branch was named, not that there is no tracking information",
+    "Bash tool disabled (set FRONTEND_ENABLE_BASH=1 to enable)": "the gate is the policy's (features.bash, "
+    "tools.deny): its refusal names the policy, not Forgekeeper's environment variable",
+    "/bin/bash not found": "the sandbox image has bash",
+}
+
+
+def _status_setup(status: str) -> str:
+    """A repository whose `git status --short --branch` is the documented one: its branch
+    tracking the documented upstream, the documented files modified."""
+    first, *rest = status.split("\n")
+    branch, upstream = re.fullmatch(r"## (\S+)\.\.\.(\S+)", first).groups()
+    remote = upstream.split("/", 1)[0]
+    files = [ln[3:] for ln in rest if ln.startswith(" M ")]
+    assert len(files) == len(rest), f"a status line other than a modified file: {rest}"
+    mk = " && ".join(f"mkdir -p $(dirname {shlex.quote(f)}) && echo a > {shlex.quote(f)}" for f in files)
+    change = " && ".join(f"echo b >> {shlex.quote(f)}" for f in files)
+    return (f"{GIT} init -q --bare /tmp/{remote}.git && {GIT} init -q -b {shlex.quote(branch)} . && "
+            f"{GIT} remote add {remote} /tmp/{remote}.git && {mk} && {GIT} add -A && {GIT} commit -qm one && "
+            f"{GIT} push -q -u {remote} {shlex.quote(branch)} && {change}")
+
+
+def _repo(files=("README.md",), staged=False, commit=True, remote=None, branch="main") -> str:
+    mk = " && ".join(f"mkdir -p $(dirname {shlex.quote(f)}) && echo a > {shlex.quote(f)}" for f in files)
+    out = f"{GIT} init -q -b {branch} . && {mk}"
+    if commit:
+        out += f" && {GIT} add -A && {GIT} commit -qm one"
+    if remote:
+        out += (f" && {GIT} init -q --bare /tmp/{remote}.git && {GIT} remote add {remote} /tmp/{remote}.git && "
+                f"{GIT} push -q -u {remote} {branch}")
+    if staged:
+        out += f" && echo b >> {shlex.quote(files[0])} && {GIT} add -A"
+    return out
+
+
+def fk_setup(tool: str, args: dict, response) -> str:
+    """The shell set-up under which the documented answer is the right one, taken from the
+    documented answer (or the request) where it says what the workspace holds."""
+    if tool == "read_file":
+        return f"head -c {response['bytes']} /dev/zero | tr '\\0' x > {shlex.quote(args['file'])}"
+    if tool == "read_dir":
+        return " && ".join(f"mkdir -p {shlex.quote(response['path'] + '/' + e['name'])}" if e["isDirectory"] else
+                           f"mkdir -p {shlex.quote(response['path'])} && : > {shlex.quote(response['path'] + '/' + e['name'])}"
+                           for e in response["entries"])
+    if tool == "git_status":
+        return _status_setup(response["status"])
+    if tool == "git_diff":
+        return _repo(staged=args.get("staged", False))
+    if tool == "git_add":
+        return _repo(files=tuple(args["files"]), commit=False)
+    if tool == "git_commit":
+        return _repo(commit=False) + f" && {GIT} add -A"
+    if tool in ("git_push", "git_pull"):
+        return _repo(remote=args.get("remote", "origin"), branch=args.get("branch") or "main")
+    if tool == "run_bash":  # the files whose ls -la lines the document shows
+        names = re.findall(r" (\S+)$", response["stdout"], flags=re.M)
+        return " && ".join(f": > {shlex.quote(n)}" for n in names)
+    return ""
+
+
+@pytest.fixture
+def fk(tmp_path):
+    (tmp_path / "ws").mkdir()
+    with Runner(executor="docker", workspace=tmp_path / "ws", preset="all", dialect="forgekeeper") as r:
+        yield r
+
+
+def _sh(runner: Runner, script: str) -> None:
+    if script:
+        res = runner.call("run_bash", {"script": f"{CLEAN} && {script}", "timeout_ms": 60_000})
+        assert not res.is_error, f"set-up failed: {res.content}"
+
+
+FK_EXAMPLES = [t for t in FK.values() if t.examples]
+
+
+@pytest.mark.parametrize("tool", FK_EXAMPLES, ids=lambda t: t.name)
+def test_forgekeeper_example(fk, tool):
+    (ex,) = tool.examples
+    if tool.name in fk.dialect.not_offered:
+        res = fk.call(tool.name, ex.args)
+        assert res.is_error and res.content == (f"{tool.name} is not offered by runner's forgekeeper dialect: "
+                                                f"{fk.dialect.not_offered[tool.name]}")
+        return
+    if tool.name in FK_CANNOT:
+        res = fk.call(tool.name, ex.args)  # sent as documented: refused by the network rules, in their words
+        assert res.is_error and "api.github.com" in res.content, res.content
+        return
+    response = ex.response if ex.response is not NONE else tool.returns
+    _sh(fk, fk_setup(tool.name, ex.args, response))
+    res = fk.call(tool.name, ex.args)
+    assert not res.is_error, res.content
+    got = json.loads(res.content) if isinstance(response, (dict, list)) else res.content
+    same_shape(got, response)
+    machine = FK_MACHINE.get(tool.name, {})
+    if "" in machine:
+        return
+    if not isinstance(response, dict):
+        assert got == response, f"{tool.name}: {got!r}, the document: {response!r}"
+        return
+    if ex.response is NONE:  # a Returns block only: its values are examples; those the call names must echo it
+        for key, value in got.items():
+            if key in ex.args:
+                assert value == ex.args[key], f"{tool.name}.{key}: {value!r}, the call said {ex.args[key]!r}"
+            elif key == "ok":
+                assert value is True
+        return
+    for key, doc in response.items():
+        if key in machine:
+            continue
+        if tool.name == "read_dir" and key == "entries":  # a directory's order is the file system's
+            assert sorted(got[key], key=lambda e: e["name"]) == sorted(doc, key=lambda e: e["name"])
+        else:
+            assert got[key] == doc, f"{tool.name}.{key}: {got[key]!r}, the document: {doc!r}"
+    if tool.name == "refresh_tools":
+        assert set(response["tools"]) <= set(got["tools"]) and got["count"] == len(got["tools"])
+    if tool.name == "run_bash":  # the lines are ls's, for the files the document shows
+        assert set(re.findall(r" (\S+)$", got["stdout"], flags=re.M)) == set(
+            re.findall(r" (\S+)$", response["stdout"], flags=re.M)), got["stdout"]
+
+
+# Each common error, provoked: (the call, the set-up). Derived from the tool's example where it can be.
+def fk_trigger(tool: str, error: str):
+    ex = FK[tool].examples[0].args
+    required = [n for n, p in FK[tool].params.items() if p.required]
+    if error.startswith("Missing required argument") or error.endswith(" is required") or error.endswith(
+            " are required") or error.endswith("must be an array"):
+        return {k: v for k, v in ex.items() if k not in required}, ""
+    if "exceeds maximum length" in error:
+        (name,) = re.findall(r"'(\w+)'", error)
+        return {**ex, name: "x" * (FK[tool].params[name].max_length + 1)}, ""
+    if "exceeds maximum of" in error:
+        (name,) = re.findall(r"'(\w+)'", error)
+        return {**ex, name: ["f"] * (FK[tool].params[name].max_length + 1)}, ""
+    if error.startswith("ENOENT"):
+        key = "file" if "file" in FK[tool].params else "path"
+        return {**ex, key: "no-such-entry"}, ""
+    if error == "Path traversal detected":
+        key = "file" if "file" in FK[tool].params else "path"
+        return {**ex, key: "../../etc/passwd"}, ""
+    if error.startswith("content too large"):
+        return {**ex, "content": "x" * (10 * 1024 * 1024 + 1)}, ""
+    if error.startswith("file exists"):
+        return {k: v for k, v in ex.items() if k != "overwrite"}, f": > {shlex.quote(ex['file'])}"
+    if error == "url must be an absolute http(s) URL":
+        return {**ex, "url": "ftp://example.invalid/"}, ""
+    if error.endswith("not a git repository"):
+        return ex, ""
+    if "pathspec" in error:
+        return {"files": re.findall(r"'([^']+)'", error)}, _repo()
+    if error.endswith("nothing to commit"):
+        return ex, _repo()
+    if error.endswith("no upstream branch"):
+        return {"remote": "origin"}, _repo() + f" && {GIT} init -q --bare /tmp/origin.git && {GIT} remote add origin /tmp/origin.git"
+    if error.endswith("rejected"):  # the remote has a commit this clone has not
+        return ex, (_repo(remote="origin", branch=ex["branch"]) + f" && {GIT} clone -q -b {ex['branch']} /tmp/origin.git /tmp/other && "
+                    f"cd /tmp/other && echo c > c && {GIT} add c && {GIT} commit -qm c && {GIT} push -q && cd - && "
+                    f"echo d > d && {GIT} add d && {GIT} commit -qm d")
+    if error.endswith("merge conflict"):  # both sides changed the same line
+        return ex, (_repo(remote="origin", branch=ex["branch"]) + f" && {GIT} clone -q -b {ex['branch']} /tmp/origin.git /tmp/other && "
+                    f"cd /tmp/other && echo theirs > README.md && {GIT} commit -qam t && {GIT} push -q && cd - && "
+                    f"echo ours > README.md && {GIT} commit -qam o")
+    if error.startswith("bash error"):
+        return {**ex, "script": "nosuchcommand-seed"}, ""
+    raise AssertionError(f"forgekeeper {tool}: no way to provoke {error!r}: add one, or list it in FK_CANNOT")
+
+
+FK_OFFERED = [t for t in FK.values() if t.name not in dialects.get("forgekeeper").not_offered]
+FK_ERRORS = [(t.name, e) for t in FK_OFFERED for e in t.errors if e not in FK_CANNOT]
+
+
+def test_forgekeeper_cannot_names_the_documents_own():
+    """What FK_CANNOT lists is a documented example or error of an offered tool: the list cannot
+    keep a case the document no longer has."""
+    documented_here = {t.name for t in FK_OFFERED if t.examples} | {e for t in FK_OFFERED for e in t.errors}
+    assert set(FK_CANNOT) <= documented_here, sorted(set(FK_CANNOT) - documented_here)
+
+
+@pytest.mark.parametrize("tool,error", FK_ERRORS, ids=lambda x: x)
+def test_forgekeeper_common_error(tool, error, tmp_path):
+    args, setup = fk_trigger(tool, error)
+    (tmp_path / "ws").mkdir()
+    with Runner(executor="docker", workspace=tmp_path / "ws", preset="all", dialect="forgekeeper") as r:
+        _sh(r, setup)
+        res = r.call(tool, args)
+    assert res.is_error and documented(res.content, error), f"{tool}: {res.content!r}, the document: {error!r}"
