@@ -276,3 +276,130 @@ def test_forgekeeper_common_error(tool, error, tmp_path):
         _sh(r, setup)
         res = r.call(tool, args)
     assert res.is_error and documented(res.content, error), f"{tool}: {res.content!r}, the document: {error!r}"
+
+
+# -- shared: a fresh sandbox in a dialect, a set-up through its own shell tool ------------------
+SHELL = {"ah": ("bash", "command"), "go-agent": ("bash", "command"), "miclaw": ("exec", "command"),
+         "forgekeeper": ("run_bash", "script"), "acai": ("bash", "command")}
+
+
+@pytest.fixture
+def fresh(tmp_path):
+    """fresh(dialect, **kw): a Runner in that dialect on an empty workspace, closed after the test."""
+    made = []
+
+    def make(dialect: str, **kw) -> Runner:
+        ws = tmp_path / f"ws{len(made)}"
+        ws.mkdir()
+        r = Runner(executor="docker", workspace=ws, preset="all", dialect=dialect, **kw)
+        made.append(r)
+        return r
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def sh(runner: Runner, script: str) -> None:
+    tool, arg = SHELL[runner.dialect.name]
+    res = runner.call(tool, {arg: script})
+    assert not res.is_error, f"set-up failed: {res.content}"
+
+
+def _lines_file(path: str, n: int) -> str:
+    return f"mkdir -p $(dirname {shlex.quote(path)}) && seq -f 'line %g' 1 {n} > {shlex.quote(path)}"
+
+
+# -- the Go agent SDK (003): each "Example LLM call" ---------------------------------------------
+GO = seeddocs.parse("go-agent")
+GO_CANNOT = {
+    "web_search": "searches DuckDuckGo Lite; tests reach only loopback and containers they start (runner's "
+                  "web_search uses the search endpoint the policy names; with none it says so)",
+    "web_fetch": "fetches go.dev; tests reach only loopback and containers they start",
+}
+
+
+def go_case(tool: str, args: dict):
+    """(set-up, check of the answer) under which the example's documented behaviour is the answer."""
+    if tool == "read":  # a file longer than the page: lines offset..offset+limit-1 come back
+        first, n = args["offset"], args["limit"]
+
+        def check(res, ws):
+            assert not res.is_error and f"line {first}\n" in res.content + "\n"
+            assert f"line {first + n - 1}" in res.content and f"line {first + n}\n" not in res.content + "\n"
+        return _lines_file(args["path"], first + n + 10), check
+    if tool == "bash":  # the image has no Go: combined output, the exit code appended (the documented shape)
+        def check(res, ws):
+            assert res.is_error and "command not found" in res.content and res.content.endswith("exit code: 127")
+        return "", check
+    if tool == "edit":
+        def check(res, ws):
+            assert not res.is_error, res.content
+            assert (ws / args["path"]).read_text() == f"package main\n\n{args['new_text']}\n"
+        return f"printf 'package main\\n\\n%s\\n' {shlex.quote(args['old_text'])} > {shlex.quote(args['path'])}", check
+    if tool == "write":
+        def check(res, ws):
+            assert not res.is_error and (ws / args["path"]).read_text() == args["content"]
+        return "", check
+    if tool == "grep":  # a match in a file the glob takes, none from one it leaves out; case-insensitive
+        def check(res, ws):
+            assert not res.is_error and "a.go" in res.content and "b.txt" not in res.content
+            assert "func HTTPHandler" in res.content and "func lowerhandler" in res.content
+            assert "// context" in res.content  # context_lines
+        body = "// context\\n\\nfunc HTTPHandler() {}\\nfunc lowerhandler() {}\\n"
+        return f"printf '{body}' > a.go && printf '{body}' > b.txt", check
+    if tool == "find":  # files only: a directory of that name is left out
+        def check(res, ws):
+            assert not res.is_error and "x_test.go" in res.content and "dir_test.go" not in res.content
+        return "touch x_test.go main.go && mkdir dir_test.go", check
+    if tool == "ls":  # dotfiles left out by default
+        def check(res, ws):
+            assert not res.is_error and "loop.go" in res.content and ".hidden" not in res.content
+        return f"mkdir -p {args['path']} && touch {args['path']}/loop.go {args['path']}/.hidden", check
+    raise AssertionError(f"go-agent {tool}: no set-up for its example: add one, or list it in GO_CANNOT")
+
+
+@pytest.mark.parametrize("tool", [t for t in GO if t not in GO_CANNOT], ids=str)
+def test_go_agent_example(fresh, tool):
+    (ex,) = GO[tool].examples
+    setup, check = go_case(tool, ex.args)
+    r = fresh("go-agent")
+    if setup:
+        sh(r, setup)
+    check(r.call(tool, ex.args), r.workspace)
+
+
+def test_go_agent_validation_error_is_the_documents(tmp_path):
+    """`validation error: missing required parameter "city"`, for each tool's first required
+    parameter, the others given (the dialect refuses before anything runs)."""
+    template = re.search(r"```\n(validation error: .*)\n```", seeddocs.text("go-agent")).group(1)
+    value = {"string": "x", "number": 1, "boolean": True}
+    with Runner(executor="local", workspace=tmp_path, preset="all", dialect="go-agent") as r:
+        for name, tool in GO.items():
+            required = [p for p in tool.params.values() if p.required]
+            if not required:
+                continue
+            got = r.call(name, {p.name: value[p.type] for p in required[1:]})
+            assert got.is_error and got.content == template.replace('"city"', f'"{required[0].name}"'), (
+                f"{name}: {got.content!r}")
+
+
+def test_go_agent_truncation_notice_is_the_documents(fresh):
+    """`[Output truncated at 50KB. Full output saved to: /tmp/agent-out-abc123.txt]`: the size
+    and the place are runner's (its caps, the result tool); the words are the document's."""
+    doc = re.search(r"```\n(\[Output truncated at .*\])\n```", seeddocs.text("go-agent")).group(1)
+    pattern = re.escape(doc).replace("50KB", r"[\d.]+KB").replace(re.escape("/tmp/agent-out-abc123.txt"), ".+")
+    r = fresh("go-agent")
+    res = r.call("bash", {"command": "seq 1 100000"})
+    assert re.search(pattern, res.content), res.content[:2000]
+
+
+@pytest.mark.parametrize("error", GO["edit"].errors, ids=str)
+def test_go_agent_edit_errors(fresh, error):
+    r = fresh("go-agent")
+    sh(r, "printf 'a\\nb\\na\\n' > f.go")
+    args = {"File not found": {"path": "nope.go", "old_text": "a", "new_text": "c"},
+            "`old_text` not found in file": {"path": "f.go", "old_text": "zzz", "new_text": "c"},
+            "`old_text` found more than once (ambiguous)": {"path": "f.go", "old_text": "a", "new_text": "c"}}[error]
+    res = r.call("edit", args)
+    assert res.is_error and documented(res.content, error), res.content
