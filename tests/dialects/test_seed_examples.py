@@ -403,3 +403,141 @@ def test_go_agent_edit_errors(fresh, error):
             "`old_text` found more than once (ambiguous)": {"path": "f.go", "old_text": "a", "new_text": "c"}}[error]
     res = r.call("edit", args)
     assert res.is_error and documented(res.content, error), res.content
+
+
+# -- ah (000): its parameter lists, stated default, units and truncation table -------------------
+AH = seeddocs.parse("ah")
+
+
+def test_ah_parameters_as_documented(fresh):
+    """Each tool called with every documented parameter, meaning what the document says:
+    read's offset 1-indexed and limit in lines, write creating parent directories, edit's unique
+    match, bash's timeout in milliseconds and its stdout + stderr combined."""
+    assert {n: sorted(t.params) for n, t in AH.items()} == {
+        "read": ["limit", "offset", "path"], "write": ["content", "path"], "edit": ["new_string", "old_string", "path"],
+        "bash": ["command", "timeout"]}, "the document's parameters changed: review this test"
+    r = fresh("ah")
+    sh(r, _lines_file("f.txt", 10) + " && printf 'a\\nb\\na\\n' > twice.txt && printf 'x\\0y' > bin.dat")
+    got = r.call("read", {"path": "f.txt", "offset": 3, "limit": 2}).content
+    assert "line 3" in got and "line 4" in got and "line 2\n" not in got and "line 5" not in got, got
+    assert r.call("write", {"path": "new/deep/w.txt", "content": "hi"}).is_error is False
+    assert (r.workspace / "new" / "deep" / "w.txt").read_text() == "hi"
+    twice = r.call("edit", {"path": "twice.txt", "old_string": "a", "new_string": "c"})
+    assert twice.is_error and "found 2 times" in twice.content  # the unique match requirement
+    assert not r.call("edit", {"path": "twice.txt", "old_string": "b", "new_string": "c"}).is_error
+    binary = r.call("read", {"path": "bin.dat"})  # "binary files are detected ... and rejected"
+    assert binary.is_error and "binary" in binary.content
+    combined = r.call("bash", {"command": "echo hi; echo oops >&2"})
+    assert combined.content == "hi\noops\n"  # "returns stdout + stderr combined"
+    slow = r.call("bash", {"command": "sleep 5", "timeout": AH["bash"].params["timeout"].default // 240})  # 500 ms
+    assert slow.is_error and slow.meta["timed_out"] and "timed out after 0.5s" in slow.content
+
+
+def test_ah_bash_is_pipefail_and_errexit(fresh):
+    """`/bin/bash -o pipefail -ec`: a failing stage of a pipe fails the command, and the first
+    failing command stops it."""
+    assert "/bin/bash -o pipefail -ec" in AH["bash"].notes
+    r = fresh("ah")
+    piped = r.call("bash", {"command": "false | true; echo after"})
+    assert piped.is_error and "after" not in piped.content and piped.meta["exit_code"] == 1
+
+
+def test_ah_truncation_table(fresh):
+    """bash's row of the truncation table: head and tail kept, at most that many characters and
+    lines (runner's defaults are the same numbers)."""
+    chars, lines = seeddocs.ah_truncation()["bash"]
+    r = fresh("ah")
+    many = r.call("bash", {"command": f"seq 1 {lines + 44}"}).content
+    head, _, tail = many.partition("\n[...")
+    assert head.rstrip("\n").split("\n") == [str(i) for i in range(1, lines // 2 + 1)], head[-200:]
+    assert tail.rstrip("\n").split("\n")[-(lines // 2):] == [str(i) for i in range(45 + lines // 2, lines + 45)]
+    wide = r.call("bash", {"command": f"head -c {chars * 2} /dev/zero | tr '\\0' x"}).content
+    head, _, rest = wide.partition("\n[...")
+    assert head.rstrip("\n") == "x" * (chars // 2) and rest.split("...]\n", 1)[1] == "x" * (chars // 2)
+
+
+def test_ah_protected_directories(fresh):
+    """AH_PROTECT_DIRS: write and edit refuse protected directories (runner's protect list)."""
+    r = fresh("ah", protect=["secret"])
+    refused = r.call("write", {"path": "secret/x.txt", "content": "x"})
+    assert refused.is_error and "protected" in refused.content and not (r.workspace / "secret" / "x.txt").exists()
+
+
+# -- miclaw (004): its Go structs' parameters, stated defaults and units -------------------------
+MC = seeddocs.parse("miclaw")
+
+
+def test_miclaw_parameters_as_documented(fresh):
+    """read's offset 0-based with line-numbered content, write, edit's unique old_text, the
+    documented patch format applied as written, grep's include, glob, ls's types."""
+    r = fresh("miclaw")
+    sh(r, _lines_file("f.txt", 10) + " && mkdir -p src && printf 'func A()\\n' > src/a.go && printf 'func B()\\n' > b.txt")
+    page = r.call("read", {"path": "f.txt", "offset": 1, "limit": 1}).content
+    assert re.match(r"\s*2\tline 2\n", page) and "line 1\n" not in page, page  # 0-based, line-numbered
+    assert not r.call("write", {"path": "d/e.txt", "content": "x"}).is_error and (r.workspace / "d/e.txt").read_text() == "x"
+    edit = r.call("edit", {"path": "f.txt", "old_text": "line", "new_text": "row"})
+    assert edit.is_error and "found more than once" in edit.content
+    hits = r.call("grep", {"pattern": "func", "include": "*.go"}).content
+    assert re.search(r"src/a\.go:1:func A\(\)", hits) and "b.txt" not in hits, hits
+    assert r.call("glob", {"pattern": "**/*.go"}).content.strip() == "src/a.go"
+    listing = r.call("ls", {"path": "."}).content.split("\n")
+    assert "src/" in listing and "f.txt" in listing  # type: a directory ends in /
+
+
+def test_miclaw_patch_format_block(fresh):
+    """The document's own patch block, applied as written: the file it adds, the hunk it
+    updates (its context line, the line it removes and the one it adds), the file it deletes."""
+    block = re.search(r"Patch format:\n```\n(.*?)```", seeddocs.text("miclaw"), flags=re.S).group(1)
+    add = re.search(r"^\*\*\* Add File: (\S+)$", block, flags=re.M).group(1)
+    upd = re.search(r"^\*\*\* Update File: (\S+)$", block, flags=re.M).group(1)
+    dele = re.search(r"^\*\*\* Delete File: (\S+)$", block, flags=re.M).group(1)
+    context = re.search(r"^@@ (.*) @@$", block, flags=re.M).group(1)
+    kept = [ln[1:] for ln in block.split("\n") if ln.startswith(" ")]
+    removed = [ln[1:] for ln in block.split("\n") if ln.startswith("-")]
+    added = [ln[1:] for ln in block.split(f"*** Update File: {upd}")[1].split("\n") if ln.startswith("+")]
+    r = fresh("miclaw")
+    before = "\n".join([context, *kept, *removed]) + "\n"
+    sh(r, f"mkdir -p $(dirname {upd}) $(dirname {dele}) && printf %s {shlex.quote(before)} > {upd} && : > {dele}")
+    res = r.call("apply_patch", {"patch": block})
+    assert not res.is_error, res.content
+    new_lines = [ln[1:] for ln in block.split(f"*** Add File: {add}")[1].split("***")[0].split("\n") if ln.startswith("+")]
+    assert (r.workspace / add).read_text() == "\n".join(new_lines) + "\n"
+    assert (r.workspace / upd).read_text() == "\n".join([context, *kept, *added]) + "\n"
+    assert not (r.workspace / dele).exists()
+
+
+def test_miclaw_exec_and_process(fresh):
+    """exec's timeout in seconds, at least 10 (a 1 s timeout is raised: a 2 s sleep ends
+    well); background yields a process id at once, and process polls, sends input and signals
+    it by process_id."""
+    timeout = MC["exec"].params["timeout"]
+    assert timeout.unit == "s" and timeout.minimum == 10 and timeout.default == 1800
+    r = fresh("miclaw")
+    done = r.call("exec", {"command": "sleep 2; echo slept", "timeout": 1})
+    assert not done.is_error and "slept" in done.content
+    started = r.call("exec", {"command": "read line; echo got $line; sleep 60", "background": True})
+    pid = re.search(r"pid (\d+)", started.content).group(1)
+    assert not r.call("process", {"action": "input", "process_id": pid, "input": "hello\n"}).is_error
+    for _ in range(100):
+        polled = r.call("process", {"action": "poll", "process_id": pid}).content
+        if "got hello" in polled:
+            break
+    assert "got hello" in polled and "running" in polled
+    assert not r.call("process", {"action": "signal", "process_id": pid, "signal": "SIGTERM"}).is_error
+    for _ in range(100):
+        status = r.call("process", {"action": "status", "process_id": pid}).content
+        if "exited" in status:
+            break
+    assert "exited" in status, status
+
+
+def test_miclaw_memory_defaults(fresh):
+    """memory_search answers at most max_results (default 6) ranked results, each with its
+    source path, line range, score and snippet; memory_get reads `lines` lines from `from`."""
+    assert MC["memory_search"].params["max_results"].default == 6
+    r = fresh("miclaw")
+    sh(r, "for i in 1 2 3 4 5 6 7 8 9; do printf '## n%s\\n\\ndeploy step %s\\n\\n' $i $i; done > MEMORY.md")
+    found = re.findall(r"^(\S+):(\d+)-(\d+) \(score ([\d.]+)\)\n(.+)$", r.call("memory_search", {"query": "deploy"}).content,
+                       flags=re.M)
+    assert len(found) == 6 and all(f[0] == "MEMORY.md" and float(f[3]) >= 0.35 for f in found), found
+    assert r.call("memory_get", {"path": "MEMORY.md", "from": 3, "lines": 1}).content.strip() == "deploy step 1"
