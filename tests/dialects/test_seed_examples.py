@@ -541,3 +541,28 @@ def test_miclaw_memory_defaults(fresh):
                        flags=re.M)
     assert len(found) == 6 and all(f[0] == "MEMORY.md" and float(f[3]) >= 0.35 for f in found), found
     assert r.call("memory_get", {"path": "MEMORY.md", "from": 3, "lines": 1}).content.strip() == "deploy step 1"
+
+
+# -- acai (001): the complete example dynamic tool, as the document gives it -------------------
+ACAI_CANNOT = {
+    "success - all checks pass": "the example runs `npm run typecheck && npm run lint:fix && npm run format`; the "
+    "sandbox image runner/node has this machine's node but no npm, so the checks cannot pass there: the example's "
+    "failure branch is replayed (the checks' output as the answer, the exit code kept)",
+}
+
+
+def test_acai_example_tool(fresh, docker_client):
+    """The document's run-all-checks.mjs, verbatim, in .acai/tools: called as
+    dynamic-run-all-checks with its parameters on stdin, its `dir` defaulting to '.'; its answer
+    is the checks' output with their exit code (the success text needs npm: ACAI_CANNOT)."""
+    name, source = seeddocs.acai_example_tool()
+    assert "console.log('success - all checks pass')" in source and set(ACAI_CANNOT) == {"success - all checks pass"}
+    r = fresh("acai", image="runner/node:latest")
+    tools = r.workspace / ".acai" / "tools"
+    tools.mkdir(parents=True)
+    (tools / name).write_text(source)
+    shown = seeddocs.acai_described().name
+    for args in ({"dir": "."}, {}):
+        res = r.call(shown, args)
+        assert res.is_error and "npm" in res.content and "not found" in res.content, res.content
+        assert not res.content.startswith("success")
