@@ -157,3 +157,25 @@ def test_the_copies_are_the_seeds():
     for name in seeddocs.FILES.values():
         assert (seeddocs.SEEDS / name).read_bytes() == (shared / name).read_bytes(), name
     assert {d.seed for d in map(dialects.get, dialects.NAMES)} == set(seeddocs.FILES.values())
+
+
+@pytest.mark.parametrize("dialect", dialects.NAMES)
+def test_each_dialect_has_a_page_naming_what_differs(dialect):
+    """docs/dialects/NAME.md names every tool and argument the dialect does not offer and every
+    example or error the replay cannot hold (the lists in test_seed_examples.py), and README's
+    dialect section links it."""
+    from . import test_seed_examples as ex
+
+    root = Path(__file__).resolve().parents[2]
+    page = (root / "docs" / "dialects" / f"{dialect}.md").read_text()
+    d = dialects.get(dialect)
+    assert d.seed in page
+    for tool in d.not_offered:
+        assert f"`{tool}`" in page, f"{dialect}.md does not name {tool}, which is not offered"
+    for row in d.tools:
+        for name in row.not_offered_args:
+            assert f"`{name}`" in page, f"{dialect}.md does not name {row.name}'s {name}, which is not offered"
+    cannot = {"forgekeeper": ex.FK_CANNOT, "go-agent": ex.GO_CANNOT, "acai": ex.ACAI_CANNOT}.get(dialect, {})
+    for case in cannot:
+        assert case in page, f"{dialect}.md does not list {case!r}, which cannot be replayed"
+    assert f"(docs/dialects/{dialect}.md)" in (root / "README.md").read_text()
