@@ -87,6 +87,11 @@ def _git_stderr(a: Answer) -> str | None:
     return a.result.meta.get("stderr") or None
 
 
+def _branch(a: Answer) -> str | None:
+    """The branch named, else the current one the push or pull acted on (Forgekeeper's default)."""
+    return a.args.get("branch") or a.result.meta.get("branch")
+
+
 def _entries(a: Answer) -> list:
     """read_dir's JSON entries (path, type, size) as Node's Dirent fields."""
     return [{"name": os.path.basename(e["path"]), "isFile": e["type"] == "file", "isDirectory": e["type"] == "dir"}
@@ -194,9 +199,9 @@ DIALECT = Dialect(
         Tool("git_commit", "git_commit", GitCommit, "Create a git commit with staged changes.",
              answer=json_object(ok=const(True), message=arg("message"), stderr=_git_stderr)),
         Tool("git_push", "git_push", GitRemote, "Push commits to remote repository.",
-             answer=json_object(ok=const(True), remote=arg("remote"), branch=arg("branch"), stderr=_git_stderr)),
+             answer=json_object(ok=const(True), remote=arg("remote"), branch=_branch, stderr=_git_stderr)),
         Tool("git_pull", "git_pull", GitRemote, "Pull changes from remote repository.",
-             answer=json_object(ok=const(True), remote=arg("remote"), branch=arg("branch"), stderr=_git_stderr)),
+             answer=json_object(ok=const(True), remote=arg("remote"), branch=_branch, stderr=_git_stderr)),
         Tool("run_bash", "bash", RunBash, "Run a bash script in the sandbox. Useful for quick setup and installing "
              "test deps.", args={"script": "command", "timeout_ms": ("timeout", ms_to_s)}, fixed={"separate_stderr": True},
              answer=_bash_answer),
@@ -215,7 +220,6 @@ DIALECT = Dialect(
         "run_bash: stdout and stderr are each cut head and tail by the policy's limits.output (default 30,000 "
         "characters / 256 lines) with runner's notice, where Forgekeeper fails past a 4 MB buffer",
         "read_file/write_file: encoding utf8 only; read_file answers at most 51200 bytes (MAX_READ_BYTES)",
-        "git_push/git_pull answer branch null when none was named",
         "rate limits, timeouts, size limits, redaction and audit are the policy's (limits, rate_limits, audit)",
     ),
 )

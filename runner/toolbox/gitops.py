@@ -127,11 +127,28 @@ def _words(op: str, args: dict) -> list:
     return words
 
 
+def _with_branch(ctx: Ctx, args: dict, done):
+    """A push's or pull's answer, with the branch it acted on in meta.branch when none was named
+    (the current one: Forgekeeper's answer names it)."""
+    if args.get("branch"):
+        return done
+    p = subprocess.run(["git", "symbolic-ref", "--quiet", "--short", "HEAD"], cwd=ctx.workspace, env=ctx.env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT)
+    branch = p.stdout.decode("utf-8", "replace").strip() if p.returncode == 0 else ""
+    if not branch:
+        return done
+    if isinstance(done, dict):
+        return {**done, "meta": {**done["meta"], "branch": branch}}
+    return {"content": done, "meta": {"branch": branch}}
+
+
 def git_push(ctx: Ctx, args: dict):
     safe = PACK_PROGRAMS["push"] if args.get("no_repo_programs") else []
-    return _git(ctx, "push", ["push", *safe, "--end-of-options", *_words("push", args)], args=args)
+    done = _git(ctx, "push", ["push", *safe, "--end-of-options", *_words("push", args)], args=args)
+    return _with_branch(ctx, args, done)
 
 
 def git_pull(ctx: Ctx, args: dict):
     safe = PACK_PROGRAMS["pull"] if args.get("no_repo_programs") else []
-    return _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *safe, *_words("pull", args)], args=args)
+    done = _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *safe, *_words("pull", args)], args=args)
+    return _with_branch(ctx, args, done)

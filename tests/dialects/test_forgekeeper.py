@@ -164,6 +164,9 @@ def test_git_stderr_is_kept_apart(runner, ws):
     pushed = runner.call("git_push", {"remote": "origin", "branch": "main"})
     got = json.loads(pushed.content)
     assert got["ok"] is True and got["branch"] == "main" and "main -> main" in got["stderr"], got
+    assert not runner.call("run_bash", {"script": "git branch -q -u origin/main main"}).is_error
+    unnamed = json.loads(runner.call("git_push", {}).content)  # the current branch, Forgekeeper's default
+    assert unnamed["branch"] == "main" and unnamed["remote"] == "origin", unnamed
 
 
 def test_refresh_tools_counts_the_dialects_tools(runner):
