@@ -312,12 +312,20 @@ class Runner:
         if self._host_exec is None:
             self._host_exec = SSHExecutor(SSHConfig(**host.model_dump(exclude={"runner"})))
         sink = self.store.sink(call_id, self.stream_caps)
+        err = [] if args.get("separate_stderr") else None
+
+        def on_output(stream: str, data: bytes) -> None:
+            if err is not None and stream == "stderr":
+                err.append(data)
+            else:
+                sink.write(data.decode("utf-8", "replace"))
+
         # The host kills the command itself once the client hangs up or its timeout has long passed.
         req = ExecRequest(argv=sent, timeout=args["timeout"],
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
             with self.placement.frozen():
-                res = self._host_exec.exec(req, on_output=lambda stream, data: sink.write(data.decode("utf-8", "replace")))
+                res = self._host_exec.exec(req, on_output=on_output)
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)
@@ -333,6 +341,8 @@ class Runner:
         msg = {"content": suffix, "is_error": bool(suffix),
                "meta": {"streamed": True, "exit_code": res.exit_code, "timed_out": res.timed_out, "ran_on": "host",
                         "host_argv": argv, "host_cwd": cwd}}
+        if err is not None:
+            msg["meta"]["stderr"] = b"".join(err).decode("utf-8", "replace")
         return self._compose(msg, sink)
 
     def _approve(self, tool: str, args: dict):
@@ -389,6 +399,18 @@ class Runner:
                                     error_type=ErrorType.EXECUTION)
         return self._compose(msg, sink)
 
+    def _apart(self, sink, text: str) -> dict:
+        """A stream the sandbox kept apart from the output (stderr), cut head and tail by the
+        output's caps; when cut, the whole is kept as `<call_id>.stderr` for the result tool."""
+        err = self.store.sink(f"{sink.call_id}.stderr", sink.caps)
+        err.on_output = None  # (progress relays the call's output, under its own id)
+        err.write(text)
+        cut, tmeta = err.finish()
+        out = {"stderr": cut, "stderr_chars": tmeta["output_chars"], "stderr_truncated": tmeta["truncated"]}
+        if tmeta["truncated"]:
+            out["stderr_kept_as"] = tmeta["kept_as"]
+        return out
+
     def _compose(self, msg: dict, sink) -> ToolResult:
         meta = dict(msg.get("meta") or {})
         content = msg.get("content")
@@ -396,6 +418,8 @@ class Runner:
         if meta.get("streamed"):
             text, tmeta = sink.finish()
             meta.update(tmeta)
+            if isinstance(meta.get("stderr"), str):  # kept apart (bash separate_stderr): cut by the same caps
+                meta.update(self._apart(sink, meta.pop("stderr")))
             suffix = content or ""
             if text and suffix:
                 text = (text if text.endswith("\n") else text + "\n") + suffix

@@ -40,9 +40,9 @@ import time
 from .toolbox import oom, procs, zygote
 
 # The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
-# when set (a directory other than the workspace, a background job) or given at all (stdin, even
+# when set (a directory other than the workspace, stderr kept apart, a background job) or given at all (stdin, even
 # empty: the agent's shell then reads a pipe, not /dev/null).
-TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "background")}
+TOOLS = {"bash": ("cwd", "separate_stderr"), "exec": ("working_dir", "background")}
 GIVEN = ("input",)
 FDS = 3  # a spare's descriptors: command, output, status
 ACCESS = [os.O_RDWR, os.O_RDONLY, os.O_RDONLY]  # their access modes (the command's: a writer that never waits for a reader)

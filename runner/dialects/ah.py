@@ -31,7 +31,13 @@ class Edit(DialectArgs):
 
 class Bash(DialectArgs):
     command: str = Field(description="shell command to execute")
-    timeout: Optional[float] = Field(None, gt=0, description="timeout in milliseconds (default 120000)")
+    timeout: float = Field(120_000, gt=0, description="timeout in milliseconds (default 120000: 120 s)")
+
+
+def pipefail(command: str) -> str:
+    """ah runs `/bin/bash -o pipefail -ec COMMAND`: the same options, set first on the command's
+    own first line (its line numbers in bash's messages stay the same)."""
+    return "set -eo pipefail; " + command
 
 
 DIALECT = Dialect(
@@ -45,10 +51,9 @@ DIALECT = Dialect(
         Tool("edit", "edit", Edit, "Finds and replaces text in a file. old_string must match exactly one location "
              "in the file (unique match requirement)."),
         Tool("bash", "bash", Bash, "Executes a shell command. Has a configurable timeout (default 120s). Returns "
-             "stdout + stderr combined.", args={"timeout": ("timeout", ms_to_s)}),
+             "stdout + stderr combined.", args={"command": ("command", pipefail), "timeout": ("timeout", ms_to_s)}),
     ),
     deviations=(
-        "bash runs `bash -c COMMAND`, not `/bin/bash -o pipefail -ec`: put `set -eo pipefail;` first where it matters",
         "AH_PROTECT_DIRS is not read: protected directories come from the policy (protect, --protect, "
         "RUNNER_PROTECT_DIRS)",
         "read pages at 2000 lines / 50 KiB with a notice naming the next offset (ah cuts 50,000 characters head+tail)",

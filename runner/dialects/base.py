@@ -65,6 +65,20 @@ def to_int(v: Any) -> int:
         raise DialectArgError(f"{v!r} is not a process id (a number)") from None
 
 
+# -- error texts shared by dialects -------------------------------------------------------------
+# edit's errors where a dialect calls its arguments old_text/new_text (the Go agent SDK, miclaw):
+# in its names, with the seeds' "not found in file" and "found more than once (ambiguous)".
+OLD_TEXT_ERRORS = (
+    (r"^old_string not found in (.+?): check whitespace and indentation, and read the file again for its current "
+     r"text \(first line sought: (.*)\)$", "old_text not found in file {0}: check whitespace and indentation, and "
+     "read the file again for its current text (first line sought: {1})"),
+    (r"^old_string found (\d+) times in (.+?): ", "old_text found more than once (ambiguous): {0} times in {1}; "
+     "include more surrounding lines to make it unique"),
+    (r"^old_string and new_string are the same", "old_text and new_text are the same: nothing would change"),
+    (r"^old_string is empty", "old_text is empty: to create or replace a whole file use write"),
+)
+
+
 # -- answers: what the agent gets back ------------------------------------------------------------
 @dataclass
 class Answer:

@@ -82,6 +82,16 @@ def _git_text(a: Answer) -> str:
     return "" if a.text == "(no output)" else a.text
 
 
+def _git_stderr(a: Answer) -> str | None:
+    """What git wrote to stderr (kept apart by the sandbox's agent), null when nothing."""
+    return a.result.meta.get("stderr") or None
+
+
+def _branch(a: Answer) -> str | None:
+    """The branch named, else the current one the push or pull acted on (Forgekeeper's default)."""
+    return a.args.get("branch") or a.result.meta.get("branch")
+
+
 def _entries(a: Answer) -> list:
     """read_dir's JSON entries (path, type, size) as Node's Dirent fields."""
     return [{"name": os.path.basename(e["path"]), "isFile": e["type"] == "file", "isDirectory": e["type"] == "dir"}
@@ -105,15 +115,23 @@ def _http_answer(a: Answer) -> ToolResult:
                        text=const(body))(a)
 
 
+def _stdout(a: Answer) -> str:
+    """The command's stdout alone (runner's bash says `(no output)` for none: Forgekeeper's is "")."""
+    return a.text if a.result.meta.get("output_chars") else ""
+
+
 def _bash_answer(a: Answer) -> ToolResult:
-    """{shell, stdout, stderr}; a non-zero exit is Forgekeeper's `bash error (exit N): OUTPUT`."""
+    """{shell, stdout, stderr}, the two streams kept apart in the sandbox (bash separate_stderr),
+    each cut by the policy's output caps; a non-zero exit is Forgekeeper's
+    `bash error (exit N): STDERR` (stdout when stderr is empty)."""
     m = a.result.meta
     if a.result.is_error and not m.get("timed_out") and m.get("exit_code") not in (None, 0):
         out = a.text
         suffix = f"exit code: {m['exit_code']}"
         out = out[:-len(suffix)].rstrip("\n") if out.endswith(suffix) else out
-        return ToolResult(content=f"bash error (exit {m['exit_code']}): {out}", is_error=True, meta=m)
-    return json_object(shell=const("/bin/bash"), stdout=content, stderr=const(""))(a)
+        said = (m.get("stderr") or "").strip() or out.strip()
+        return ToolResult(content=f"bash error (exit {m['exit_code']}): {said}", is_error=True, meta=m)
+    return json_object(shell=const("/bin/bash"), stdout=_stdout, stderr=meta("stderr", ""))(a)
 
 
 def _read_dir_answer(a: Answer) -> ToolResult:
@@ -123,6 +141,7 @@ def _read_dir_answer(a: Answer) -> ToolResult:
         return a.result
 
 
+REPO_PATH = "runner's git tools work on the workspace's repository (the sandbox's /workspace, Forgekeeper's default)"
 TRAVERSAL = (r"^path is outside the workspace", "Path traversal detected")
 ENOENT = r"^(file|directory) not found: "
 
@@ -170,19 +189,22 @@ DIALECT = Dialect(
                      (r"^fetching \S+ failed: .*timed out", "timeout"),
                      (r"^fetching \S+ failed: ", "Network error: {text}"))),
         Tool("git_status", "git_status", NoArgs, "Check git repository status (modified files, branch, etc.)",
-             answer=json_object(cwd=workdir, status=_git_text, stderr=const(None))),
+             answer=json_object(cwd=workdir, status=_git_text, stderr=_git_stderr),
+             not_offered_args={"repo_path": REPO_PATH}),
         Tool("git_diff", "git_diff", GitDiff, "Show differences in git repository (unstaged or staged changes).",
-             answer=json_object(cwd=workdir, diff=_git_text, stderr=const(None))),
+             answer=json_object(cwd=workdir, diff=_git_text, stderr=_git_stderr),
+             not_offered_args={"repo_path": REPO_PATH}),
         Tool("git_add", "git_add", GitAdd, "Stage files for commit.", missing="files is required and must be an array",
-             answer=json_object(ok=const(True), files=arg("files"), stderr=const(None))),
+             answer=json_object(ok=const(True), files=arg("files"), stderr=_git_stderr)),
         Tool("git_commit", "git_commit", GitCommit, "Create a git commit with staged changes.",
-             answer=json_object(ok=const(True), message=arg("message"), stderr=const(None))),
+             answer=json_object(ok=const(True), message=arg("message"), stderr=_git_stderr)),
         Tool("git_push", "git_push", GitRemote, "Push commits to remote repository.",
-             answer=json_object(ok=const(True), remote=arg("remote"), branch=arg("branch"), stderr=const(None))),
+             answer=json_object(ok=const(True), remote=arg("remote"), branch=_branch, stderr=_git_stderr)),
         Tool("git_pull", "git_pull", GitRemote, "Pull changes from remote repository.",
-             answer=json_object(ok=const(True), remote=arg("remote"), branch=arg("branch"), stderr=const(None))),
+             answer=json_object(ok=const(True), remote=arg("remote"), branch=_branch, stderr=_git_stderr)),
         Tool("run_bash", "bash", RunBash, "Run a bash script in the sandbox. Useful for quick setup and installing "
-             "test deps.", args={"script": "command", "timeout_ms": ("timeout", ms_to_s)}, answer=_bash_answer),
+             "test deps.", args={"script": "command", "timeout_ms": ("timeout", ms_to_s)}, fixed={"separate_stderr": True},
+             answer=_bash_answer),
         Tool("refresh_tools", "refresh_tools", NoArgs, "Reload tool definitions from disk.",
              answer=json_object(ok=const(True), count=lambda a: len(_tool_names(a)), tools=_tool_names)),
     ),
@@ -195,10 +217,9 @@ DIALECT = Dialect(
                            "host_commands and run_bash",
     },
     deviations=(
-        "run_bash: stderr is interleaved into stdout as produced (runner's bash keeps one stream); stderr is \"\"",
+        "run_bash: stdout and stderr are each cut head and tail by the policy's limits.output (default 30,000 "
+        "characters / 256 lines) with runner's notice, where Forgekeeper fails past a 4 MB buffer",
         "read_file/write_file: encoding utf8 only; read_file answers at most 51200 bytes (MAX_READ_BYTES)",
-        "git_*: repo_path is not offered (the git tools work on the workspace); git_push/git_pull answer branch null "
-        "when none was named",
         "rate limits, timeouts, size limits, redaction and audit are the policy's (limits, rate_limits, audit)",
     ),
 )

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ..results import ToolResult
-from .base import Answer, Dialect, DialectArgs, Tool, negate
+from .base import OLD_TEXT_ERRORS, Answer, Dialect, DialectArgs, Tool, negate
 
 
 class Read(DialectArgs):
@@ -106,7 +106,7 @@ DIALECT = Dialect(
         Tool("bash", "bash", Bash, "Execute a shell command and return its combined stdout/stderr."),
         Tool("edit", "edit", Edit, "Replace an exact string in a file. The old_text must match character-for-"
              "character (including whitespace and newlines).",
-             args={"old_text": "old_string", "new_text": "new_string"}),
+             args={"old_text": "old_string", "new_text": "new_string"}, errors=OLD_TEXT_ERRORS),
         Tool("write", "write", Write, "Create a new file or completely overwrite an existing one. Parent directories "
              "are created automatically."),
         Tool("grep", "grep", Grep, "Search for a regular expression pattern across files.",

@@ -10,7 +10,7 @@ from typing import Literal, Optional
 from pydantic import Field
 
 from ..results import ToolResult
-from .base import Answer, Dialect, DialectArgs, Tool, at_least, plus_one, to_int
+from .base import OLD_TEXT_ERRORS, Answer, Dialect, DialectArgs, Tool, at_least, plus_one, to_int
 
 
 class Read(DialectArgs):
@@ -95,7 +95,7 @@ DIALECT = Dialect(
              args={"offset": ("offset", plus_one)}, answer=_zero_based),
         Tool("write", "write", Write, "Create or overwrite files."),
         Tool("edit", "edit", Edit, "Edit specific sections of a file using find-and-replace.",
-             args={"old_text": "old_string", "new_text": "new_string"}),
+             args={"old_text": "old_string", "new_text": "new_string"}, errors=OLD_TEXT_ERRORS),
         Tool("apply_patch", "apply_patch", ApplyPatch, "Apply unified diffs for multi-file changes."),
         Tool("grep", "grep", Grep, "Search file contents by regex pattern."),
         Tool("glob", "glob", Glob, "Find files matching a glob pattern."),

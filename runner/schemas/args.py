@@ -124,6 +124,9 @@ class Bash(Args):
     timeout: Optional[float] = Field(None, gt=0, description="seconds (default 120, capped by the policy)")
     cwd: Optional[PathStr] = Field(None, description="working directory in the workspace",
                                validation_alias=A("cwd", "workdir", "working_dir"))
+    separate_stderr: bool = Field(False, description="keep stderr apart: the output is stdout alone, stderr comes "
+                                                     "back in the result's meta (for dialects whose tools answer "
+                                                     "them apart)")
 
 
 class Exec(Args):

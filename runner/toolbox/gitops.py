@@ -7,6 +7,7 @@ from . import paths
 from .context import Ctx, ToolError
 
 GIT_TIMEOUT = 120
+GIT_STDERR_MAX = 64 * 1024  # characters of git's stderr kept apart in a result's meta
 
 
 # With command execution off (the controller sets `no_repo_programs`), the repository's
@@ -43,7 +44,9 @@ def _safe(ctx: Ctx) -> tuple[list, dict]:
     return pre, env
 
 
-def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict | None = None) -> str:
+def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict | None = None) -> dict:
+    """git's output as the answer; what it wrote to stderr is also in meta.stderr, apart (a
+    dialect whose git tools answer the two streams apart takes it from there)."""
     pre, env = _safe(ctx) if (args or {}).get("no_repo_programs") else ([], ctx.env)
     try:
         p = subprocess.run(["git", *pre, *argv], cwd=ctx.workspace, env=env, stdin=subprocess.DEVNULL,
@@ -55,8 +58,10 @@ def _git(ctx: Ctx, op: str, argv: list, timeout: float = GIT_TIMEOUT, args: dict
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
-        raise ToolError(f"git_{op} error: {(err or out).strip()}")
-    return (out + (err if op in ("push", "pull", "commit") else "")).strip() or "(no output)"
+        # both streams: git says why on either (a pull's conflict is on stdout, after its fetch on stderr)
+        raise ToolError(f"git_{op} error: {(err.strip() + chr(10) + out.strip()).strip()}")
+    text = (out + (err if op in ("push", "pull", "commit") else "")).strip() or "(no output)"
+    return {"content": text, "meta": {"stderr": err[:GIT_STDERR_MAX]}} if err.strip() else text
 
 
 def _identity(ctx: Ctx) -> list:
@@ -80,7 +85,15 @@ def git_diff(ctx: Ctx, args: dict):
         argv.append("--no-textconv")
     if args.get("path"):
         argv += ["--", paths.display(ctx, paths.resolve(ctx, args["path"]))]
-    return _git(ctx, "diff", argv, args=args)
+    try:
+        return _git(ctx, "diff", argv, args=args)
+    except ToolError as e:
+        if "--no-index" not in str(e):
+            raise
+    # Outside a repository git diff is `diff --no-index`, which answers its usage: git's own
+    # reason instead (rev-parse fails there with it).
+    _git(ctx, "diff", ["rev-parse", "--git-dir"], args=args)
+    raise ToolError("git_diff error: not a git repository")
 
 
 def git_log(ctx: Ctx, args: dict):
@@ -91,8 +104,9 @@ def git_log(ctx: Ctx, args: dict):
 def git_add(ctx: Ctx, args: dict):
     files = args.get("files") or []
     rel = [paths.display(ctx, paths.resolve(ctx, f)) for f in files]
-    _git(ctx, "add", ["add", "--", *rel], args=args)
-    return f"added {len(rel)} path{'s' if len(rel) != 1 else ''}: {', '.join(rel)}"
+    done = _git(ctx, "add", ["add", "--", *rel], args=args)
+    text = f"added {len(rel)} path{'s' if len(rel) != 1 else ''}: {', '.join(rel)}"
+    return {"content": text, "meta": done["meta"]} if isinstance(done, dict) else text
 
 
 def git_commit(ctx: Ctx, args: dict):
@@ -113,11 +127,28 @@ def _words(op: str, args: dict) -> list:
     return words
 
 
+def _with_branch(ctx: Ctx, args: dict, done):
+    """A push's or pull's answer, with the branch it acted on in meta.branch when none was named
+    (the current one: Forgekeeper's answer names it)."""
+    if args.get("branch"):
+        return done
+    p = subprocess.run(["git", "symbolic-ref", "--quiet", "--short", "HEAD"], cwd=ctx.workspace, env=ctx.env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=GIT_TIMEOUT)
+    branch = p.stdout.decode("utf-8", "replace").strip() if p.returncode == 0 else ""
+    if not branch:
+        return done
+    if isinstance(done, dict):
+        return {**done, "meta": {**done["meta"], "branch": branch}}
+    return {"content": done, "meta": {"branch": branch}}
+
+
 def git_push(ctx: Ctx, args: dict):
     safe = PACK_PROGRAMS["push"] if args.get("no_repo_programs") else []
-    return _git(ctx, "push", ["push", *safe, "--end-of-options", *_words("push", args)], args=args)
+    done = _git(ctx, "push", ["push", *safe, "--end-of-options", *_words("push", args)], args=args)
+    return _with_branch(ctx, args, done)
 
 
 def git_pull(ctx: Ctx, args: dict):
     safe = PACK_PROGRAMS["pull"] if args.get("no_repo_programs") else []
-    return _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *safe, *_words("pull", args)], args=args)
+    done = _git(ctx, "pull", _identity(ctx) + ["pull", "--no-rebase", *safe, *_words("pull", args)], args=args)
+    return _with_branch(ctx, args, done)

@@ -447,13 +447,132 @@ def shell_answer(code: int, timed_out: bool, timeout: float, oom_killed: bool = 
     return {"content": "", "is_error": False, "meta": meta}
 
 
+STDERR_KEEP = 1024 * 1024  # characters of a separate stderr the agent keeps (its head and tail halves)
+
+
+class Kept:
+    """A stream kept apart in memory: its first and last `limit // 2` characters, and how many
+    were dropped between them (the controller cuts it to the policy's caps anyway)."""
+
+    def __init__(self, limit: int = STDERR_KEEP) -> None:
+        self.half = limit // 2
+        self.head = ""
+        self.tail: collections.deque = collections.deque()
+        self.tail_size = 0
+        self.dropped = 0
+
+    def add(self, text: str) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += text[:room]
+            text = text[room:]
+        if not text:
+            return
+        self.tail.append(text)
+        self.tail_size += len(text)
+        while self.tail_size > self.half:
+            over = self.tail_size - self.half
+            first = self.tail[0]
+            if len(first) <= over:
+                self.tail.popleft()
+                self.tail_size -= len(first)
+                self.dropped += len(first)
+            else:
+                self.tail[0] = first[over:]
+                self.tail_size -= over
+                self.dropped += over
+
+    def text(self) -> str:
+        mid = f"\n[... {self.dropped} characters of stderr dropped in the sandbox ...]\n" if self.dropped else ""
+        return self.head + mid + "".join(self.tail)
+
+
+def run_split(ctx: Ctx, call_id: str, command: str, cwd: str, timeout: float):
+    """Run `command` with its stderr apart: stdout is sent as `output` events (the controller
+    keeps and cuts it as any output), stderr kept here (Kept) for the result. A shell of its own
+    (`bash -c`), not a spare: a spare's two streams are one FIFO. Returns (exit code, timed out,
+    stderr, stderr characters dropped)."""
+    if "\0" in command:
+        raise ToolError("the command holds a NUL character, which no shell command can hold")
+    try:
+        os.fsencode(command)
+    except UnicodeError:
+        raise ToolError("the command is not valid text (a lone surrogate)") from None
+    proc = subprocess.Popen(_shell() + [command], cwd=cwd, env=ctx.env, start_new_session=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    decoders = {fd: codecs.getincrementaldecoder("utf-8")(errors="replace") for fd in (out_fd, err_fd)}
+    err = Kept()
+    sel = select.poll()
+    for fd in decoders:
+        sel.register(fd, select.POLLIN)
+    open_fds = set(decoders)
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    exited_at = None
+
+    def take(fd: int, text: str) -> None:
+        if not text:
+            return
+        if fd == out_fd:
+            ctx.send({"op": "output", "id": call_id, "data": text})
+        else:
+            err.add(text)
+
+    try:
+        while open_fds:
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                kill_group(proc.pid, signal.SIGTERM)
+                deadline = now + KILL_GRACE
+            elif timed_out and now >= deadline:
+                kill_group(proc.pid, signal.SIGKILL)
+                break
+            ready = sel.poll(min(0.1, max(0.0, deadline - now)) * 1000)
+            if not ready:
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = time.monotonic()
+                if exited_at is not None and time.monotonic() - exited_at > 0.2:
+                    break  # the shell ended and its pipes are idle: children left in the background hold them
+                continue
+            for fd, _ in ready:
+                data = os.read(fd, CHUNK)
+                if not data:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                take(fd, decoders[fd].decode(data, final=not data))
+        for fd in decoders:
+            take(fd, decoders[fd].decode(b"", final=True))
+    finally:
+        if timed_out:
+            kill_group(proc.pid, signal.SIGKILL)
+        rc = _wait(proc, KILL_GRACE)
+        if rc is None:
+            kill_group(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
+        if timed_out:
+            group_gone(proc.pid, KILL_GRACE)
+        proc.stdout.close()
+        proc.stderr.close()
+    return (124 if timed_out else code_of(rc)), timed_out, err.text(), err.dropped
+
+
 def bash(ctx: Ctx, args: dict, call_id: str = ""):
     command = args["command"]
     if not isinstance(command, str) or not command.strip():
         raise ToolError("command is empty")
     timeout = float(args.get("timeout") or 120)
     ooms = oom.kills()
-    code, timed_out = run_streamed(ctx, call_id, command, _cwd(ctx, args.get("cwd")), timeout)
+    cwd = _cwd(ctx, args.get("cwd"))
+    if args.get("separate_stderr"):
+        code, timed_out, err, dropped = run_split(ctx, call_id, command, cwd, timeout)
+        answer = shell_answer(code, timed_out, timeout, oom.killed_since(ooms))
+        answer["meta"]["stderr"] = err
+        if dropped:
+            answer["meta"]["stderr_dropped_chars"] = dropped
+        return answer
+    code, timed_out = run_streamed(ctx, call_id, command, cwd, timeout)
     return shell_answer(code, timed_out, timeout, oom.killed_since(ooms))
 
 

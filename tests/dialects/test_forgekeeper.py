@@ -69,6 +69,11 @@ CASES = [
     Case("run_bash", "run_bash", {"script": "ls -la | grep .md", "timeout_ms": 5000}, files={"README.md": "r"},
          has=('"shell": "/bin/bash"', "README.md", '"stderr": ""')),
     Case("run_bash-shape", "run_bash", {"script": "echo hi"}, json={"shell": "/bin/bash", "stdout": "hi\n", "stderr": ""}),
+    Case("run_bash-streams-apart", "run_bash", {"script": "echo hi; echo oops >&2"},
+         json={"shell": "/bin/bash", "stdout": "hi\n", "stderr": "oops\n"}),
+    Case("run_bash-no-output", "run_bash", {"script": "true"}, json={"shell": "/bin/bash", "stdout": "", "stderr": ""}),
+    Case("run_bash-exit-stderr", "run_bash", {"script": "echo partial; echo why >&2; exit 3"},
+         error="bash error (exit 3): why"),
     Case("run_bash-exit", "run_bash", {"script": "nosuchcommand"},
          match=r"bash error \(exit 127\): .*nosuchcommand: command not found", err=True),
     Case("run_bash-missing", "run_bash", {}, error="script is required"),
@@ -101,6 +106,32 @@ def test_run_bash_timeout_ms_is_milliseconds(runner):
     assert "timed out after 1.5s" in res.content
 
 
+def test_run_bash_cuts_each_stream_by_the_policys_caps(runner):
+    """stdout and stderr are each cut head and tail by limits.output (30,000 characters / 256
+    lines); the whole stderr is kept for the result tool under <call_id>.stderr."""
+    res = runner.call("run_bash", {"script": "seq 1 1000; seq 5001 6000 >&2"}, call_id="fk-split")
+    got = json.loads(res.content)
+    for key, first, last in (("stdout", "1\n", "1000\n"), ("stderr", "5001\n", "6000\n")):
+        text = got[key]
+        assert text.startswith(first) and text.endswith(last) and "cut from the middle of 1000 lines" in text, key
+    assert "5001" not in got["stdout"] and "1000\n" not in got["stderr"]
+    assert res.meta["stderr_truncated"] is True and res.meta["stderr_chars"] == len("".join(
+        f"{i}\n" for i in range(5001, 6001)))
+    page = runner.call("result", {"call_id": "fk-split.stderr", "offset": 500, "limit": 2})
+    assert page.content.startswith("5500\n5501")
+
+
+def test_native_bash_keeps_one_interleaved_stream(ws):
+    """runner's own bash (no dialect) keeps TOOLS.md's interleaved output."""
+    from runner import Runner
+
+    with Runner(executor="docker", workspace=ws, preset="all") as r:
+        res = r.call("bash", {"command": "echo hi; echo oops >&2"})
+        assert res.content == "hi\noops\n" and "stderr" not in res.meta
+        apart = r.call("bash", {"command": "echo hi; echo oops >&2", "separate_stderr": True})
+        assert apart.content == "hi\n" and apart.meta["stderr"] == "oops\n"
+
+
 def test_git_tools_answer_objects(runner, ws):
     setup = runner.call("run_bash", {"script": "git init -q -b main . && echo a > a.txt"})
     assert not setup.is_error, setup.content
@@ -118,7 +149,24 @@ def test_git_tools_answer_objects(runner, ws):
     assert runner.call("git_add", {"files": "a.txt"}).content == "files is required and must be an array"
     assert runner.call("git_commit", {}).content == "message is required"
     refused = runner.call("git_status", {"repo_path": "."})
-    assert refused.is_error and refused.content == "Unknown argument 'repo_path'"
+    assert refused.is_error and refused.content.startswith("git_status: argument repo_path is not offered by runner")
+
+
+def test_git_stderr_is_kept_apart(runner, ws):
+    """What git writes to stderr (a push's `To …` lines) is the answer's stderr, where
+    Forgekeeper's git tools put it; null when git wrote nothing there."""
+    setup = runner.call("run_bash", {"script": "rm -rf .git remote.git && git init -q --bare remote.git && "
+                                               "git init -q -b main . && git remote add origin ./remote.git && "
+                                               "echo b > b.txt"})
+    assert not setup.is_error, setup.content
+    assert json.loads(runner.call("git_add", {"files": ["b.txt"]}).content)["stderr"] is None
+    assert json.loads(runner.call("git_commit", {"message": "b"}).content)["stderr"] is None
+    pushed = runner.call("git_push", {"remote": "origin", "branch": "main"})
+    got = json.loads(pushed.content)
+    assert got["ok"] is True and got["branch"] == "main" and "main -> main" in got["stderr"], got
+    assert not runner.call("run_bash", {"script": "git branch -q -u origin/main main"}).is_error
+    unnamed = json.loads(runner.call("git_push", {}).content)  # the current branch, Forgekeeper's default
+    assert unnamed["branch"] == "main" and unnamed["remote"] == "origin", unnamed
 
 
 def test_refresh_tools_counts_the_dialects_tools(runner):

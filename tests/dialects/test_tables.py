@@ -129,8 +129,9 @@ def native(name: str, tool: str, args: dict) -> dict:
 
 def test_units_and_defaults_convert_as_the_seeds_say():
     assert native("ah", "bash", {"command": "x", "timeout": 1500})["timeout"] == 1.5  # ms
-    assert "timeout" not in native("ah", "bash", {"command": "x"})  # ah's default 120 s is runner's
-    assert native("forgekeeper", "run_bash", {"script": "x"}) == {"command": "x", "timeout": 15.0}  # 15000 ms
+    assert native("ah", "bash", {"command": "x"})["timeout"] == 120.0  # ah's default, 120 s
+    assert native("forgekeeper", "run_bash", {"script": "x"}) == {"command": "x", "timeout": 15.0,  # 15000 ms
+                                                                  "separate_stderr": True}
     assert native("forgekeeper", "http_fetch", {"url": "http://x", "timeout_ms": 5000})["timeout"] == 5.0
     assert native("forgekeeper", "read_file", {"file": "a"}) == {"path": "a", "raw": True}
     assert native("forgekeeper", "write_file", {"file": "a", "content": "b"}) == {"path": "a", "content": "b",

@@ -26,7 +26,7 @@ def host_runner(sshd, tmp_path):
     bin_dir.mkdir()
     log = tmp_path / "host-git.log"
     (bin_dir / "git").write_text(f"#!/bin/sh\n{DELEGATE_CHECKS}echo \"pwd=$(pwd)\" >> {log}\nfor a in \"$@\"; do echo \"arg=$a\" >> {log}; done\n"
-                                 "echo pushed to host\n[ \"$2\" = slow ] && sleep 30\n[ \"$2\" = fail ] && exit 5\nexit 0\n")
+                                 "echo pushed to host\n[ \"$2\" = warn ] && echo careful >&2\n[ \"$2\" = slow ] && sleep 30\n[ \"$2\" = fail ] && exit 5\nexit 0\n")
     (bin_dir / "git").chmod(0o755)
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
@@ -53,6 +53,17 @@ def test_exit_code_and_timeout_follow_bash_rules(host_runner):
     assert res.is_error and res.text == "pushed to host\nexit code: 5"
     res = r.call("bash", {"command": "git push slow", "timeout": 1})
     assert res.is_error and "timed out after 1s" in res.text and res.meta["exit_code"] == 124
+
+
+def test_stderr_apart_on_the_host_too(host_runner):
+    """bash's separate_stderr (Forgekeeper's run_bash) keeps the host command's stderr apart as
+    the sandbox does; without it the two streams are one output."""
+    r, _, _ = host_runner
+    apart = r.call("bash", {"command": "git push warn", "separate_stderr": True})
+    assert not apart.is_error and apart.text == "pushed to host\n" and apart.meta["stderr"] == "careful\n"
+    assert apart.meta["ran_on"] == "host"
+    one = r.call("bash", {"command": "git push warn"})
+    assert "pushed to host" in one.text and "careful" in one.text and "stderr" not in one.meta
 
 
 @pytest.mark.parametrize("command, says", [
