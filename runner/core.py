@@ -350,17 +350,27 @@ class Runner:
             return decide(rule, tool, args, stdin=tty, stderr=tty, is_tty=lambda: True, redact=self.redactor.redact)
 
     def _over_quota(self, adding: int = 0) -> str | None:
-        """Why a write must be refused under limits.workspace, or None. Checked before every
-        writing tool; a command in bash can still overshoot within one call (see SECURITY.md)."""
+        """Why a call must be refused under limits.workspace, or None. Checked before every call
+        that may write, on what the workspace holds then (wspath.usage: bytes, every entry at
+        least a block); one call can still overshoot, the next is refused (see SECURITY.md)."""
         from .policy.model import format_size
+        from .wspath import usage
 
         quota = self.policy.limits.workspace
         if not quota:
             return None
-        used = workspace_usage(self.workspace, stop_after=quota + 1)
-        if used + adding > quota:
-            return (f"workspace quota exceeded: {format_size(used)} used of {format_size(quota)} "
-                    f"(this write adds {adding} bytes); remove files (bash rm) to continue")
+        for _ in range(3):  # a walk the sandbox disturbed (a directory moved under it) is taken again
+            u = usage(self.workspace, stop_after=quota)
+            if u.complete or u.used > quota:
+                break
+        else:
+            return ("the workspace changed while its size was measured (directories moved under the walk); "
+                    "try again when nothing runs in the background")
+        if u.used + adding > quota:
+            shown = f"more than {format_size(quota)}" if not u.complete else format_size(u.used)
+            return (f"workspace quota exceeded: {shown} used of {format_size(quota)} (every file, directory and "
+                    f"link counts, each at least 4 KiB; this call adds {adding} bytes); only reading tools run "
+                    "until files are removed")
         return None
 
     def _result_tool(self, args: dict) -> ToolResult:
@@ -412,28 +422,6 @@ class Runner:
             meta.pop("error_type", None)
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
 
-
-def workspace_usage(root: Path, stop_after: int | None = None) -> int:
-    """Bytes of the regular files under root (links not followed); stops counting past stop_after."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            entries = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with entries:
-            for e in entries:
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    elif e.is_file(follow_symlinks=False):
-                        total += e.stat(follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                if stop_after is not None and total > stop_after:
-                    return total
-    return total
 
 
 def open_tty(path: str = "/dev/tty"):
