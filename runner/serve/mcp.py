@@ -6,7 +6,6 @@ A session takes its place among the tenant's sessions when it is opened (initial
 the maximum), called or not, and ends with DELETE, its idle timeout, or its tenant's removal."""
 from __future__ import annotations
 
-import shutil
 import threading
 
 import anyio
@@ -63,7 +62,7 @@ class TenantRegistry(Registry):
             try:
                 r = Runner(workspace=ws, policy=grant.policies[grant.default_policy], tenant=grant.name)
             except BaseException:
-                shutil.rmtree(ws, ignore_errors=True)
+                state.sessions.remove_workspace(ws)
                 raise
             close = r.close
 
@@ -71,7 +70,7 @@ class TenantRegistry(Registry):
                 try:
                     close()
                 finally:
-                    shutil.rmtree(ws, ignore_errors=True)
+                    state.sessions.remove_workspace(ws)
             r.close = close_and_remove
             call = r.call
 

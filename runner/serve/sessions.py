@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import os
 import secrets
-import shutil
 import socket
 import sys
 import threading
@@ -24,6 +23,7 @@ from typing import Callable
 from sqlalchemy import func, select, update
 
 from ..errors import RunnerError
+from ..wspath import remove_tree
 from . import db as D
 from .tenants import Grant
 
@@ -82,6 +82,7 @@ class Sessions:
         # one at a time in this process (the tenant's row lock serialises instances sharing a database)
         self.admission = threading.Lock()
         self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
+        self.unremoved: dict[Path, float] = {}  # workspaces a removal left, and when to try again
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -211,9 +212,18 @@ class Sessions:
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
         self._drop(sid)
-        ws = self.workspace(tenant, sid)
-        if ws.exists():
-            shutil.rmtree(ws, ignore_errors=True)  # rmtree never follows a link out of the tree
+        self.remove_workspace(self.workspace(tenant, sid))
+
+    def remove_workspace(self, ws: Path) -> bool:
+        """Remove a workspace the tenant wrote (any depth, no link followed: wspath.remove_tree);
+        what cannot be removed is said on stderr and tried again by the reaper, never raised."""
+        why = remove_tree(ws)
+        if why is None:
+            self.unremoved.pop(ws, None)
+            return True
+        sys.stderr.write(f"runner serve: {why}; trying again in {RETRY_REMOVAL:g}s\n")
+        self.unremoved[ws] = time.time() + RETRY_REMOVAL
+        return False
 
     def _drop(self, sid: str) -> None:
         with self._lock:
@@ -239,6 +249,9 @@ class Sessions:
             why = "maximum lifetime reached" if old else "idle timeout"
             if self.close(sid, why):
                 closed.append(sid)
+        for ws, due in list(self.unremoved.items()):
+            if due <= now:
+                self.remove_workspace(ws)
         with self._lock:
             mine = list(self.live)
         if mine:
@@ -278,9 +291,7 @@ class Sessions:
         sweep_local()
         for sid, (tenant, state) in rows.items():
             if state != "open":
-                ws = self.workspace(tenant, sid)
-                if ws.exists():
-                    shutil.rmtree(ws, ignore_errors=True)
+                self.remove_workspace(self.workspace(tenant, sid))
         return removed
 
     def close_all_live(self) -> None:
@@ -295,6 +306,7 @@ class Sessions:
             t.join()
 
 
+RETRY_REMOVAL = 60.0  # seconds between tries at a workspace that could not be removed
 SANDBOX_UID = 1000  # a root server's sessions' workspaces belong to this user, so their sandboxes run as it
 
 
