@@ -364,8 +364,8 @@ class Runner:
             if u.complete or u.used > quota:
                 break
         else:
-            return ("the workspace changed while its size was measured (directories moved under the walk); "
-                    "try again when nothing runs in the background")
+            return ("the workspace's size could not be measured whole (a directory runner cannot enter, or "
+                    "directories moved during the walk): the quota refuses what may write until it can")
         if u.used + adding > quota:
             shown = f"more than {format_size(quota)}" if not u.complete else format_size(u.used)
             return (f"workspace quota exceeded: {shown} used of {format_size(quota)} (every file, directory and "

@@ -276,20 +276,20 @@ class _Walk:
         self.dev = st.st_dev
         self.ids = [(st.st_dev, st.st_ino)]
 
-    def enter(self, name: str) -> bool:
-        """Into the subdirectory `name`; False when it is no directory of this filesystem now."""
+    def enter(self, name: str) -> str | None:
+        """Into the subdirectory `name`: None, or why not (no directory of this filesystem now)."""
         try:
             fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
-        except OSError:
-            return False
+        except OSError as e:
+            return e.strerror or str(e)
         st = os.fstat(fd)
         if st.st_dev != self.dev:  # a mount point: not part of the tree
             os.close(fd)
-            return False
+            return "another filesystem is mounted there"
         os.close(self.fd)
         self.fd = fd
         self.ids.append((st.st_dev, st.st_ino))
-        return True
+        return None
 
     def leave(self) -> None:
         fd = os.open("..", _DIR_FLAGS, dir_fd=self.fd)
@@ -307,15 +307,16 @@ class _Walk:
             self.fd = -1
 
 
-def walk(top: str | os.PathLike | int, prune: Callable[[str], bool] | None = None
-         ) -> Iterator[tuple[str, str, os.stat_result]]:
+def walk(top: str | os.PathLike | int, prune: Callable[[str], bool] | None = None,
+         skipped: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
     """(directory relative to top, '' for top itself; name; lstat) of every entry under `top` (a
     path, or an open directory descriptor the walk then owns), depth first. No link is followed,
     no other filesystem entered, and the depth costs neither stack nor descriptors (two are open
     at a time: the walk climbs back with "..", checked against the identity it noted on the way
     down, and raises TreeMoved when a directory moved meanwhile). A directory whose relative path
-    `prune` answers True for is yielded but not entered. What cannot be listed is skipped.
-    Directory names are held per level while its subdirectories are walked."""
+    `prune` answers True for is yielded but not entered. A directory that cannot be entered or
+    listed (no permission, another filesystem, gone) is skipped: `skipped(path, why)` is told
+    (it may raise). Directory names are held per level while its subdirectories are walked."""
     w = _Walk(top)
     names: list[str] = []
 
@@ -324,7 +325,9 @@ def walk(top: str | os.PathLike | int, prune: Callable[[str], bool] | None = Non
         subdirs: list[str] = []
         try:
             it = os.scandir(w.fd)
-        except OSError:
+        except OSError as e:
+            if skipped:
+                skipped(rel, e.strerror or str(e))
             return subdirs
         with it:
             for e in it:
@@ -342,9 +345,12 @@ def walk(top: str | os.PathLike | int, prune: Callable[[str], bool] | None = Non
         while stack:
             if stack[-1]:
                 name = stack[-1].pop()
-                if w.enter(name):
+                why = w.enter(name)
+                if why is None:
                     names.append(name)
                     stack.append((yield from scan()))
+                elif skipped:
+                    skipped("/".join([*names, name]), why)
                 continue
             stack.pop()
             if stack:
@@ -379,11 +385,13 @@ def usage(root: str | os.PathLike, stop_after: int | None = None) -> Usage:
     counts its apparent size or its allocated blocks, whichever is more, and at least BLOCK
     bytes (so inodes are bounded with bytes); a file hard-linked several times counts once; root
     itself counts nothing. Stops once past `stop_after`: at most stop_after / BLOCK + 1 entries
-    are looked at. Walked by `walk` (no link followed, any depth)."""
+    are looked at. Walked by `walk` (no link followed, any depth); not complete when a directory
+    could not be entered (its contents are not counted) or moved under the walk."""
     total = entries = 0
     seen: set[tuple[int, int]] = set()
+    hidden: list[str] = []
     try:
-        for _, _, st in walk(root):
+        for _, _, st in walk(root, skipped=lambda path, why: hidden.append(path)):
             entries += 1
             if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
                 if (st.st_dev, st.st_ino) in seen:
@@ -394,7 +402,7 @@ def usage(root: str | os.PathLike, stop_after: int | None = None) -> Usage:
                 return Usage(total, entries, False)
     except OSError as e:  # the root missing: nothing; moved under the walk: not complete
         return Usage(total, entries, not isinstance(e, TreeMoved))
-    return Usage(total, entries, True)
+    return Usage(total, entries, not hidden)
 
 
 def remove_tree(root: str | os.PathLike, batch: int = 1000) -> str | None:
@@ -460,13 +468,14 @@ def remove_tree(root: str | os.PathLike, batch: int = 1000) -> str | None:
                     continue
                 except OSError:
                     pass
-                if walk.enter(name):
+                why = walk.enter(name)
+                if why is None:
                     current.append(name)
                     sub: set[str] = set()
                     stack.append((*scan(sub), sub))
                 else:
                     stuck.add(name)
-                    note(f"{name}: not entered (a mount point, or no permission)")
+                    note(f"{'/'.join([*current, name])}: {why}")
                 continue
             if more:  # a batch done: list the rest
                 stack[-1] = (*scan(stuck), stuck)
