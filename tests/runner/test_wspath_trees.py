@@ -93,6 +93,10 @@ def test_a_filesystem_mounted_inside_is_neither_entered_nor_removed_and_it_is_sa
     try:
         (root / "a" / "m" / "inside").write_text("mounted")
         assert sorted(name for _, name, _ in walk(root)) == ["a", "f", "m"]
+        skipped = []
+        list(walk(root, skipped=lambda path, why: skipped.append(path)))
+        assert skipped == ["a/m"]
+        assert not usage(root).complete  # what it holds is not counted: the measure says so
         why = remove_tree(root)
         assert why and "not wholly removed" in why and "m" in why
         assert (root / "a" / "m" / "inside").read_text() == "mounted"
