@@ -144,3 +144,23 @@ def test_a_wide_protected_directory_holds_no_descriptor_per_directory(tmp_path):
             Guard(ws, ["keep"]).check_writable(ws / "alias")
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_the_listing_tools_answer_on_a_tree_past_the_recursion_limit(tmp_path):
+    """glob, find, grep and memory_search walked with os.walk, which recurses on Python 3.11: a
+    tree 1100 levels deep made each of them a RecursionError."""
+    from runner import Runner
+
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    deep(ws, 1100, "d")
+    deep(ws / "memory", 1100, "m")
+    bottom = ws / "memory" / "/".join(["m"] * 1100) / "bottom"
+    bottom.rename(bottom.with_name("deep.md"))
+    bottom.with_name("deep.md").write_text("a note kept far down\n")
+    with Runner(executor="local", workspace=ws, preset="all") as r:
+        for tool, args, want in (("glob", {"pattern": "**/bottom"}, "bottom"), ("find", {"pattern": "bottom"}, "bottom"),
+                                 ("grep", {"pattern": "bbbb", "path": "d"}, "bottom"),
+                                 ("memory_search", {"query": "note kept far down"}, "deep.md")):
+            res = r.call(tool, args)
+            assert not res.is_error and want in res.text, (tool, res.text[:300])
