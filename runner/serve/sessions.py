@@ -221,7 +221,8 @@ class Sessions:
         if why is None:
             self.unremoved.pop(ws, None)
             return True
-        sys.stderr.write(f"runner serve: {why}; trying again in {RETRY_REMOVAL:g}s\n")
+        sys.stderr.write(f"runner serve: {why}; tried again later (every {RETRY_REMOVAL:g}s while a server runs, "
+                         "and at each start)\n")
         self.unremoved[ws] = time.time() + RETRY_REMOVAL
         return False
 
@@ -292,7 +293,21 @@ class Sessions:
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
+        self.remove_gone_tenants()
         return removed
+
+    def remove_gone_tenants(self) -> None:
+        """The workspaces of tenants that no longer exist (`runner tenants remove` could not remove
+        all of them: their session rows are gone with the tenant, so nothing else names them)."""
+        from .tenants import present
+
+        top = self.data / "workspaces"
+        try:
+            names = {p.name for p in top.iterdir()}
+        except OSError:
+            return
+        for name in names - present(self.db, names):
+            self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""

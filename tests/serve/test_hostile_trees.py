@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from .conftest import add_tenant, wait_for
+from .conftest import add_tenant, runner_argv, wait_for
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -69,6 +69,21 @@ def test_a_tree_too_deep_for_recursion_is_removed_and_never_stops_the_server(sta
         assert c.get("/v1/sessions").status_code == 200
     assert not ws2.exists()
     assert third.stop() == 0
+
+
+def test_removing_a_tenant_removes_its_deep_trees(start_server, data, policy_file, tidy):
+    """`runner tenants remove` removed workspaces with shutil.rmtree: a deep tree made it crash
+    with RecursionError half-way, the tenant's rows gone and its workspace left for ever."""
+    key = add_tenant("gone", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        assert c.put(f"/v1/sessions/{sid}/files/{DEEP}", content=b"x").status_code == 204
+    assert server.stop() == 0  # the session stays open, for the next start
+    out = subprocess.run(runner_argv("tenants", "remove", "gone", "--data", str(data)), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert not (data / "workspaces" / "gone").exists()
 
 
 QUOTA = """\
