@@ -6,7 +6,9 @@ A session takes its place among the tenant's sessions when it is opened (initial
 the maximum), called or not, and ends with DELETE, its idle timeout, or its tenant's removal."""
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -15,7 +17,7 @@ from ..errors import ErrorType
 from ..mcp_server import SESSION_HEADER, NoSandbox, Options, Registry, Session, build_server
 from . import tenants as T
 from .app import FULL_RETRY_AFTER
-from .sessions import Full, own_workspace
+from .sessions import MCP_PREFIX, Full, own_workspace
 
 MAX_MCP_SESSIONS = 256
 
@@ -52,17 +54,21 @@ class TenantRegistry(Registry):
         state = self.state
 
         def make():
-            import secrets
-
+            from .. import piddirs
             from ..core import Runner
 
-            ws = state.data / "mcp" / grant.name / ("m" + secrets.token_hex(12))
-            ws.mkdir(parents=True, mode=0o755)
+            # in a directory named for this process (m<pid>.<start>-<random>, the server's own): a
+            # start after a kill -9 removes it
+            (state.data / "mcp" / grant.name).mkdir(parents=True, exist_ok=True, mode=0o755)
+            home = Path(piddirs.make(MCP_PREFIX, str(state.data / "mcp" / grant.name)))
+            os.chmod(home, 0o755)
+            ws = home / "ws"
+            ws.mkdir(mode=0o755)
             own_workspace(ws)
             try:
                 r = Runner(workspace=ws, policy=grant.policies[grant.default_policy], tenant=grant.name)
             except BaseException:
-                state.sessions.remove_workspace(ws)
+                state.sessions.remove_workspace(home)
                 raise
             close = r.close
 
@@ -70,7 +76,7 @@ class TenantRegistry(Registry):
                 try:
                     close()
                 finally:
-                    state.sessions.remove_workspace(ws)
+                    state.sessions.remove_workspace(home)
             r.close = close_and_remove
             call = r.call
 

@@ -286,6 +286,11 @@ class Sessions:
         for c in containers({"runner.role": "serve-exec"}):  # a dead server's execs (no session row)
             if orphan_reason(c.get("Labels") or {}) is not None and remove_container(c["Id"]):
                 removed.append(c["Id"])
+        for c in containers({"runner.tenant": None}):  # a dead server's MCP sandboxes (no session row either)
+            labels = c.get("Labels") or {}
+            if labels.get("runner.session") not in rows and orphan_reason(labels) is not None \
+                    and remove_container(c["Id"]):
+                removed.append(c["Id"])
         remove_networks({sid for sid in rows})
         from ..maintenance import sweep_local  # what dead controllers left here: the previous run's among them
 
@@ -294,7 +299,23 @@ class Sessions:
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
         self.remove_gone_tenants()
+        self.remove_dead_mcp_workspaces()
         return removed
+
+    def remove_dead_mcp_workspaces(self) -> None:
+        """MCP sessions live in their server's memory: the workspaces of a server that is gone
+        (killed, or its machine restarted) are named for its process, and go here."""
+        from .. import piddirs
+
+        top = self.data / "mcp"
+        try:
+            tenants = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
+        except OSError:
+            return
+        for d in tenants:
+            for path, _why in piddirs.sweep(str(d), MCP_PREFIX):
+                if os.path.lexists(path):
+                    self.remove_workspace(Path(path))  # said, and tried again
 
     def remove_gone_tenants(self) -> None:
         """The workspaces of tenants that no longer exist (`runner tenants remove` could not remove
@@ -321,6 +342,7 @@ class Sessions:
             t.join()
 
 
+MCP_PREFIX = "m"  # an MCP session's workspace: DATA/mcp/TENANT/m<pid>.<start>-<random>/ws (runner/piddirs.py)
 RETRY_REMOVAL = 60.0  # seconds between tries at a workspace that could not be removed
 SANDBOX_UID = 1000  # a root server's sessions' workspaces belong to this user, so their sandboxes run as it
 

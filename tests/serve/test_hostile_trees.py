@@ -86,6 +86,39 @@ def test_removing_a_tenant_removes_its_deep_trees(start_server, data, policy_fil
     assert not (data / "workspaces" / "gone").exists()
 
 
+def test_a_killed_servers_mcp_workspaces_are_removed_at_the_next_start(start_server, data, policy_file, tidy):
+    """MCP sessions live in their server's memory: after a kill -9 their workspaces (here with a
+    tree 1100 deep in one, as bash can make) stayed on disk for ever, outside every quota."""
+    import httpx
+
+    from .test_mcp import INIT
+
+    key = add_tenant("mk", data, policy_file)
+    server = start_server("--data", str(data))
+    h = {"Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+         "Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}
+    r = httpx.post(server.url + "/mcp", json=INIT, headers=h, timeout=120)
+    assert r.status_code == 200 and r.headers.get("mcp-session-id"), r.text
+    h["mcp-session-id"] = r.headers["mcp-session-id"]
+    httpx.post(server.url + "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=h,
+               timeout=120)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bash", "arguments": {
+        "command": "echo made"}}}
+    r = httpx.post(server.url + "/mcp", json=call, headers=h, timeout=120)
+    assert r.status_code == 200 and "made" in r.text, r.text
+    homes = list((data / "mcp" / "mk").iterdir())
+    assert len(homes) == 1
+    from runner.wspath import make_dirs
+
+    make_dirs(homes[0], DEEP)  # as bash in the sandbox can
+    server.proc.kill()
+    server.proc.wait()
+    assert homes[0].exists()
+    again = start_server("--data", str(data))
+    assert not any((data / "mcp" / "mk").iterdir())
+    assert again.stop() == 0
+
+
 QUOTA = """\
 extends: default
 name: quota
