@@ -1,6 +1,8 @@
 """What the workspace quota costs per call: wspath.usage (the walk made before every call that
 may write when limits.workspace is set) on workspaces of N files, against `du -s` (the same walk
-in C) and a raw `docker exec true` in the same run. Figures only, no thresholds.
+in C) and a raw `docker exec true` in the same run; then a bash call through the Runner (docker)
+on a workspace of 10,000 files with the quota set and without, in turns, back to back and with
+time between calls (the walk runs as a call ends: an agent's thinking hides it). Figures only.
 
     .venv/bin/python bench/quota.py [--sizes 1000,10000,100000]
 """
@@ -56,9 +58,32 @@ def main() -> None:
                       f"{t_usage / exec_:>11.2f} {t_usage / u.entries * 1e6:>9.2f}")
             finally:
                 remove_tree(root)
+        end_to_end(a.n * 3, exec_)
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True)
     print(f"load after: {loadavg()}")
+
+
+def end_to_end(n: int, exec_: float) -> None:
+    from bench.run import timed_together
+    from runner import Runner
+
+    roots = [Path(tempfile.mkdtemp(prefix="runner-bench-quota-")) for _ in range(2)]
+    try:
+        for root in roots:
+            tree(root, 10_000)
+            os.chown(root, 1000, 1000) if os.geteuid() == 0 else None
+        with Runner(executor="docker", workspace=roots[0], overrides={"limits.workspace": "1g"}) as on, \
+                Runner(executor="docker", workspace=roots[1], overrides={"limits.workspace": None}) as off:
+            calls = [lambda r=r: r.call("bash", {"command": "true"}) for r in (on, off)]
+            for gap, what in ((0.0, "back to back"), (0.3, "0.3 s apart (the agent thinks)")):
+                t_on, t_off = (statistics.median(x) for x in timed_together(calls, n, warmup=2, gap=gap))
+                print(f"bash call, 10,000 files, {what}: quota on {t_on * 1000:.1f} ms, off {t_off * 1000:.1f} ms "
+                      f"(on/off {t_on / t_off:.2f}, on/docker exec {t_on / exec_:.2f}, "
+                      f"off/docker exec {t_off / exec_:.2f})")
+    finally:
+        for root in roots:
+            remove_tree(root)
 
 
 if __name__ == "__main__":

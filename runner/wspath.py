@@ -17,7 +17,7 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 from .errors import RunnerError
 
@@ -368,16 +368,13 @@ def _charge(st: os.stat_result) -> int:
     return max(size, st.st_blocks * 512, BLOCK)
 
 
-class Usage(tuple):
-    """(bytes, entries, complete): what a tree takes, every entry charged at least BLOCK bytes;
-    `complete` is False when the walk stopped early (past its bound, or the tree moved under it)."""
+class Usage(NamedTuple):
+    """What a tree takes, every entry charged at least BLOCK bytes; `complete` is False when the
+    walk stopped early (past its bound, a directory it could not enter, the tree moved under it)."""
 
-    def __new__(cls, used: int, entries: int, complete: bool):
-        return super().__new__(cls, (used, entries, complete))
-
-    used = property(lambda self: self[0])
-    entries = property(lambda self: self[1])
-    complete = property(lambda self: self[2])
+    used: int
+    entries: int
+    complete: bool
 
 
 def usage(root: str | os.PathLike, stop_after: int | None = None) -> Usage:
