@@ -88,6 +88,8 @@ class Runner:
         self._count = 0
         self._guard_ctx = None  # guards.Context, made on the first call (_guards)
         self._closed = False
+        self._may_have_written = False  # the call running passed the guards and may write
+        self._measuring = None  # (thread, box): the workspace measured after the last call that may write
 
     @property
     def lifecycle(self) -> str:
@@ -199,8 +201,13 @@ class Runner:
             meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
             args = args if args is not None else {}
             # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
-            result = (self.dialect.call(self, tool, args, call_id, meta) if self.dialect is not None
-                      else self._call(tool, args, call_id, meta))
+            try:
+                result = (self.dialect.call(self, tool, args, call_id, meta) if self.dialect is not None
+                          else self._call(tool, args, call_id, meta))
+            finally:
+                if self._may_have_written:
+                    self._may_have_written = False
+                    self._measure_soon()
             result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
             content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
             result.content = content if isinstance(content, str) else ToolResult(content=content).content
@@ -223,6 +230,8 @@ class Runner:
         refused = guards.check(self._guards(), call)
         if refused is not None:
             return refused
+        self._may_have_written = bool(self.policy.limits.workspace) and not (call.builtin and
+                                                                             tool in guards.QUOTA_FREE)
         args = call.args
         if not call.builtin:
             from . import custom
@@ -360,18 +369,46 @@ class Runner:
         with tty:
             return decide(rule, tool, args, stdin=tty, stderr=tty, is_tty=lambda: True, redact=self.redactor.redact)
 
+    def _measure_soon(self) -> None:
+        """Measure the workspace now that a call that may write has ended, on a thread of its
+        own: the walk runs while the agent thinks, and the next call's quota step takes it."""
+        from .wspath import usage
+
+        quota, box = self.policy.limits.workspace, {}
+        t = threading.Thread(target=lambda: box.update(u=usage(self.workspace, stop_after=quota)),
+                             name="runner-quota", daemon=True)
+        t.start()
+        self._measuring = (t, box)
+
     def _over_quota(self, adding: int = 0) -> str | None:
-        """Why a write must be refused under limits.workspace, or None. Checked before every
-        writing tool; a command in bash can still overshoot within one call (see SECURITY.md)."""
+        """Why a call must be refused under limits.workspace, or None. Checked before every call
+        that may write, on the workspace as the last such call left it (measured as it ended, by
+        wspath.usage: bytes, every entry at least a block), or as it is now when there is no such
+        measure, or it is not whole, or it says over (files may have been removed since); one
+        call can still overshoot, the next is refused (see SECURITY.md)."""
         from .policy.model import format_size
+        from .wspath import usage
 
         quota = self.policy.limits.workspace
         if not quota:
             return None
-        used = workspace_usage(self.workspace, stop_after=quota + 1)
-        if used + adding > quota:
-            return (f"workspace quota exceeded: {format_size(used)} used of {format_size(quota)} "
-                    f"(this write adds {adding} bytes); remove files (bash rm) to continue")
+        pending, self._measuring, u = self._measuring, None, None
+        if pending is not None:
+            pending[0].join()
+            u = pending[1].get("u")
+        if u is None or not u.complete or u.used + adding > quota:
+            for _ in range(3):  # a walk the sandbox disturbed (a directory moved under it) is taken again
+                u = usage(self.workspace, stop_after=quota)
+                if u.complete or u.used > quota:
+                    break
+            else:
+                return ("the workspace's size could not be measured whole (a directory runner cannot enter, or "
+                        "directories moved during the walk): the quota refuses what may write until it can")
+        if u.used + adding > quota:
+            shown = f"more than {format_size(quota)}" if not u.complete else format_size(u.used)
+            return (f"workspace quota exceeded: {shown} used of {format_size(quota)} (every file, directory and "
+                    f"link counts, each at least 4 KiB; this call adds {adding} bytes); only reading tools run "
+                    "until files are removed")
         return None
 
     def _result_tool(self, args: dict) -> ToolResult:
@@ -437,28 +474,6 @@ class Runner:
             meta.pop("error_type", None)
         return ToolResult(content=content if content is not None else "", is_error=is_error, meta=meta)
 
-
-def workspace_usage(root: Path, stop_after: int | None = None) -> int:
-    """Bytes of the regular files under root (links not followed); stops counting past stop_after."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            entries = os.scandir(stack.pop())
-        except OSError:
-            continue
-        with entries:
-            for e in entries:
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        stack.append(e.path)
-                    elif e.is_file(follow_symlinks=False):
-                        total += e.stat(follow_symlinks=False).st_size
-                except OSError:
-                    continue
-                if stop_after is not None and total > stop_after:
-                    return total
-    return total
 
 
 def open_tty(path: str = "/dev/tty"):

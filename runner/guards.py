@@ -12,8 +12,9 @@ replaces `call.args` with the canonical arguments. The steps read the Runner's s
 one is tested on its own (tests/runner/test_guards.py). A custom tool differs from a built-in in
 the gate (`Policy.tool_gate(custom=True)`: custom tools run programs, so they follow
 features.bash unless features.custom_tools says otherwise, and come with the presets that run
-commands) and in the path and quota steps, which only concern the built-in writing tools (a
-custom tool writes like bash does: the read-only mounts hold it).
+commands) and in the path step, which only concerns the built-in writing tools (a custom tool
+writes like bash does: the read-only mounts hold it). The quota step holds for every call that
+may write, bash and custom tools included.
 """
 from __future__ import annotations
 
@@ -25,6 +26,10 @@ from .results import ToolResult
 
 ARGS_MAX_BYTES = 32 * 1024 * 1024
 WRITING_TOOLS = frozenset({"write", "edit", "apply_patch"})  # built-ins whose paths are checked before they run
+# Built-ins that write nothing in the workspace: the only calls the quota lets through once it is
+# exceeded (every other one, bash, exec and custom tools among them, may write).
+QUOTA_FREE = frozenset({"read", "ls", "read_dir", "glob", "find", "grep", "result", "echo", "get_time",
+                        "memory_search", "memory_get"})
 
 
 class Refusal(RunnerError):
@@ -134,10 +139,12 @@ def protected_paths(ctx: Context, call: Call) -> None:
 
 
 def quota(ctx: Context, call: Call) -> None:
-    """limits.workspace, checked before every built-in writing tool."""
-    if not call.builtin or call.tool not in WRITING_TOOLS:
+    """limits.workspace, checked before every call that may write (all but QUOTA_FREE's): what
+    the workspace holds now, so what a bash command or a custom tool wrote refuses the next call."""
+    if call.builtin and call.tool in QUOTA_FREE:
         return
-    over = ctx.over_quota(len(str(call.args.get("content") or call.args.get("patch") or "").encode()))
+    adding = call.args.get("content") or call.args.get("patch") if call.builtin and call.tool in WRITING_TOOLS else ""
+    over = ctx.over_quota(len(str(adding or "").encode()))
     if over:
         raise Refusal(over)
 

@@ -298,43 +298,45 @@ _EXPECTED = {
 def check_no_links(gfd: int, shown: str) -> None:
     """No symlink anywhere in the git directory: git writes FETCH_HEAD, MERGE_MSG, reflogs and
     refs through them, which would truncate and write host files outside the workspace, and it
-    reads, freshens (sets the time of) and sends objects and packs through them."""
-    stack, seen, objects = [("", os.dup(gfd))], 0, 0
+    reads, freshens (sets the time of) and sends objects and packs through them. Walked by
+    wspath.walk (any depth, two descriptors open); a directory it cannot enter is refused."""
+    from .wspath import TreeMoved, walk
+
+    def parent(path: str) -> str:
+        up = path.rpartition("/")[0]
+        return up + "/" if up else ""
+
+    def prune(path: str) -> bool:
+        return bool(_OBJECTS.match(parent(path)) or _NOT_WALKED.match(path))
+
+    def skipped(path: str, why: str) -> None:
+        raise Unsafe(f"{shown}/{path} could not be checked: {why}")
+
+    seen = objects = 0
     try:
-        while stack:
-            rel, fd = stack.pop()
-            leaf, expected = bool(_OBJECTS.match(rel)), _EXPECTED.get(rel)
-            try:
-                with os.scandir(fd) as it:  # counted as read: a directory's size is the sandbox's choice
-                    for e in it:
-                        if leaf:
-                            objects += 1
-                            if objects > MAX_OBJECT_ENTRIES:
-                                raise Unsafe(f"{shown} holds more than {MAX_OBJECT_ENTRIES} objects and packs "
-                                             "(`git gc` packs them)")
-                        else:
-                            seen += 1
-                            if seen > MAX_GITDIR_ENTRIES:
-                                raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
-                        path = f"{rel}{e.name}"
-                        if e.is_symlink():
-                            raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside "
-                                         "the workspace")
-                        if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)):
-                            raise Unsafe(f"{shown}/{path} is neither a file nor a directory (a FIFO, a socket or a "
-                                         "device): git would wait on it or read what no repository holds")
-                        if expected is not None and not expected.match(e.name):
-                            raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, "
-                                         "cherry-pick, bisect or other operation in progress, no linked worktree, and "
-                                         "nothing git would take as its own state beyond what a clone keeps; finish or "
-                                         "abort the operation (or remove it), or run the command yourself")
-                        if not leaf and e.is_dir(follow_symlinks=False) and not _NOT_WALKED.match(path):
-                            stack.append((path + "/", _open_dir(e.name, fd, f"{shown}/{path}")))
-            finally:
-                os.close(fd)
-    finally:
-        for _, fd in stack:
-            os.close(fd)
+        for drel, name, st in walk(os.dup(gfd), prune=prune, skipped=skipped):
+            rel = drel + "/" if drel else ""
+            if _OBJECTS.match(rel):  # counted as read: a directory's size is the sandbox's choice
+                objects += 1
+                if objects > MAX_OBJECT_ENTRIES:
+                    raise Unsafe(f"{shown} holds more than {MAX_OBJECT_ENTRIES} objects and packs (`git gc` packs them)")
+            else:
+                seen += 1
+                if seen > MAX_GITDIR_ENTRIES:
+                    raise Unsafe(f"{shown} holds more than {MAX_GITDIR_ENTRIES} entries outside its objects")
+            path, expected = f"{rel}{name}", _EXPECTED.get(rel)
+            if stat.S_ISLNK(st.st_mode):
+                raise Unsafe(f"{shown}/{path} is a symlink; git would read or write through it, outside the workspace")
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                raise Unsafe(f"{shown}/{path} is neither a file nor a directory (a FIFO, a socket or a device): git "
+                             "would wait on it or read what no repository holds")
+            if expected is not None and not expected.match(name):
+                raise Unsafe(f"{shown}/{path} is not what host commands run git with: no merge, rebase, cherry-pick, "
+                             "bisect or other operation in progress, no linked worktree, and nothing git would take "
+                             "as its own state beyond what a clone keeps; finish or abort the operation (or remove "
+                             "it), or run the command yourself")
+    except TreeMoved:
+        raise Unsafe(f"{shown} changed while it was checked; try again") from None
 
 
 def check_gitdir(gfd: int, shown: str) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import posixpath
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Literal, Union, overload
@@ -87,6 +86,17 @@ def _sandbox_config(cfg: RunnerSandboxConfig, workspace: Path, task_name: str):
                          lifecycle="per-session", labels={"runner.role": "inspect", "runner.inspect.task": task_name[:63]})
 
 
+def _remove(home: Path) -> None:
+    """The sample's directory goes, whatever the sandbox left in it (any depth, no link followed)."""
+    import sys
+
+    from .wspath import remove_tree
+
+    why = remove_tree(home)
+    if why:
+        sys.stderr.write(f"runner inspect sandbox: {why}\n")
+
+
 def _exec_failure(res, cmd: list[str]) -> Exception | None:
     """The exception inspect expects for a command that never started, else None (an ordinary
     failed result: a missing command, an unknown user, a missing directory)."""
@@ -145,7 +155,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
             await anyio.to_thread.run_sync(executor.start)
         except BaseException:
             await anyio.to_thread.run_sync(executor.stop)
-            shutil.rmtree(home, ignore_errors=True)
+            _remove(home)
             raise
         return {"default": cls(executor, home, cfg)}
 
@@ -167,7 +177,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
             pass
         finally:
             self.executor.stop()
-            shutil.rmtree(self.home, ignore_errors=True)
+            _remove(self.home)
 
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:

@@ -7,11 +7,12 @@ is any live process."""
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import tempfile
 
 from executors.docker.labels import process_start_time
+
+from .wspath import remove_tree
 
 
 def make(prefix: str, base: str | None = None) -> str:
@@ -49,6 +50,6 @@ def sweep(base: str, prefix: str, dry_run: bool = False) -> list[tuple[str, str]
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
             continue
         if not dry_run:
-            shutil.rmtree(path, ignore_errors=True)  # never follows a link inside it
+            remove_tree(path)  # never follows a link inside it, any depth; what is left stays for the next sweep
         out.append((path, f"its controller (pid {pid}) is gone"))
     return out

@@ -17,6 +17,7 @@ import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
+from typing import Callable, Iterator, NamedTuple
 
 from .errors import RunnerError
 
@@ -250,3 +251,253 @@ def touches(workspace: str | os.PathLike, path: str | os.PathLike, max_links: in
         else:
             todo = list(target.parts) + todo
     return False
+
+
+# Trees the sandbox or a tenant wrote: measured and removed without recursion, by directory
+# descriptor, never through a link, never into another filesystem, whatever their depth. Only two
+# descriptors are open at a time: the walk climbs back with "..", checked against the identity
+# (device, inode) it noted on the way down, so a directory moved meanwhile stops the walk
+# instead of leading it elsewhere.
+
+BLOCK = 4096  # what any entry costs on disk at least: an inode and its directory entry, a block
+
+
+class TreeMoved(OSError):
+    """The tree changed under a walk (a directory moved while the walk was in it)."""
+
+
+class _Walk:
+    """One open directory of a walk and the identities of the ones above it. Takes `top`, a
+    path or an open directory descriptor (which it then owns and closes)."""
+
+    def __init__(self, top: str | os.PathLike | int) -> None:
+        self.fd = top if isinstance(top, int) else os.open(os.fspath(top), _DIR_FLAGS)
+        st = os.fstat(self.fd)
+        self.dev = st.st_dev
+        self.ids = [(st.st_dev, st.st_ino)]
+
+    def enter(self, name: str) -> str | None:
+        """Into the subdirectory `name`: None, or why not (no directory of this filesystem now)."""
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=self.fd)
+        except OSError as e:
+            return e.strerror or str(e)
+        st = os.fstat(fd)
+        if st.st_dev != self.dev:  # a mount point: not part of the tree
+            os.close(fd)
+            return "another filesystem is mounted there"
+        os.close(self.fd)
+        self.fd = fd
+        self.ids.append((st.st_dev, st.st_ino))
+        return None
+
+    def leave(self) -> None:
+        fd = os.open("..", _DIR_FLAGS, dir_fd=self.fd)
+        st = os.fstat(fd)
+        if (st.st_dev, st.st_ino) != self.ids[-2]:
+            os.close(fd)
+            raise TreeMoved(errno.ESTALE, "a directory moved while the walk was in it")
+        os.close(self.fd)
+        self.fd = fd
+        self.ids.pop()
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def walk(top: str | os.PathLike | int, prune: Callable[[str], bool] | None = None,
+         skipped: Callable[[str, str], None] | None = None) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(directory relative to top, '' for top itself; name; lstat) of every entry under `top` (a
+    path, or an open directory descriptor the walk then owns), depth first. No link is followed,
+    no other filesystem entered, and the depth costs neither stack nor descriptors (two are open
+    at a time: the walk climbs back with "..", checked against the identity it noted on the way
+    down, and raises TreeMoved when a directory moved meanwhile). A directory whose relative path
+    `prune` answers True for is yielded but not entered. A directory that cannot be entered or
+    listed (no permission, another filesystem, gone) is skipped: `skipped(path, why)` is told
+    (it may raise). Directory names are held per level while its subdirectories are walked."""
+    w = _Walk(top)
+    names: list[str] = []
+
+    def scan() -> Iterator[tuple[str, str, os.stat_result]]:
+        rel = "/".join(names)
+        subdirs: list[str] = []
+        try:
+            it = os.scandir(w.fd)
+        except OSError as e:
+            if skipped:
+                skipped(rel, e.strerror or str(e))
+            return subdirs
+        with it:
+            for e in it:
+                try:
+                    st = os.stat(e.name, dir_fd=w.fd, follow_symlinks=False)
+                except OSError:
+                    continue
+                yield rel, e.name, st
+                if stat.S_ISDIR(st.st_mode) and not (prune and prune(f"{rel}/{e.name}" if rel else e.name)):
+                    subdirs.append(e.name)
+        return subdirs
+
+    try:
+        stack = [(yield from scan())]
+        while stack:
+            if stack[-1]:
+                name = stack[-1].pop()
+                why = w.enter(name)
+                if why is None:
+                    names.append(name)
+                    stack.append((yield from scan()))
+                elif skipped:
+                    skipped("/".join([*names, name]), why)
+                continue
+            stack.pop()
+            if stack:
+                w.leave()
+                names.pop()
+    finally:
+        w.close()
+
+
+BLOCK = 4096  # what any entry costs on disk at least: an inode and its directory entry, a block
+
+
+def _charge(st: os.stat_result) -> int:
+    size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return max(size, st.st_blocks * 512, BLOCK)
+
+
+class Usage(NamedTuple):
+    """What a tree takes, every entry charged at least BLOCK bytes; `complete` is False when the
+    walk stopped early (past its bound, a directory it could not enter, the tree moved under it)."""
+
+    used: int
+    entries: int
+    complete: bool
+
+
+def usage(root: str | os.PathLike, stop_after: int | None = None) -> Usage:
+    """What the tree under root takes on disk: every entry (file, directory, link, FIFO, socket)
+    counts its apparent size or its allocated blocks, whichever is more, and at least BLOCK
+    bytes (so inodes are bounded with bytes); a file hard-linked several times counts once; root
+    itself counts nothing. Stops once past `stop_after`: at most stop_after / BLOCK + 1 entries
+    are looked at. Walked by `walk` (no link followed, any depth); not complete when a directory
+    could not be entered (its contents are not counted) or moved under the walk."""
+    total = entries = 0
+    seen: set[tuple[int, int]] = set()
+    hidden: list[str] = []
+    try:
+        for _, _, st in walk(root, skipped=lambda path, why: hidden.append(path)):
+            entries += 1
+            if st.st_nlink > 1 and not stat.S_ISDIR(st.st_mode):
+                if (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+            total += _charge(st)
+            if stop_after is not None and total > stop_after:
+                return Usage(total, entries, False)
+    except OSError as e:  # the root missing: nothing; moved under the walk: not complete
+        return Usage(total, entries, not isinstance(e, TreeMoved))
+    return Usage(total, entries, not hidden)
+
+
+def remove_tree(root: str | os.PathLike, batch: int = 1000) -> str | None:
+    """Remove root and everything under it; None when it is gone, else why not (never raises).
+    A link is removed, never followed; another filesystem mounted inside is not entered (and so
+    stays, with the directories above it). Directory names are held `batch` at a time per level."""
+    root = os.fspath(root)
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{root}: {e.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        try:
+            os.unlink(root)
+            return None
+        except OSError as e:
+            return f"{root}: {e.strerror}"
+    try:
+        walk = _Walk(root)
+    except OSError as e:
+        return f"{root}: {e.strerror}"
+    problems: list[str] = []
+
+    def note(what: str) -> None:
+        if len(problems) < 5:
+            problems.append(what)
+
+    def scan(stuck: set[str]) -> tuple[list[str], bool]:
+        """Unlink what is no directory; the subdirectories to go through (up to batch), and
+        whether more may be left after them."""
+        subdirs = []
+        with os.scandir(walk.fd) as it:
+            for e in it:
+                if e.name in stuck:
+                    continue
+                try:
+                    is_dir = e.is_dir(follow_symlinks=False)
+                    if not is_dir:
+                        os.unlink(e.name, dir_fd=walk.fd)
+                        continue
+                except OSError as err:
+                    stuck.add(e.name)
+                    note(f"{e.name}: {err.strerror}")
+                    continue
+                if len(subdirs) >= batch:
+                    return subdirs, True
+                subdirs.append(e.name)
+        return subdirs, False
+
+    try:
+        stuck: set[str] = set()
+        names, more = scan(stuck)
+        stack = [(names, more, stuck)]
+        current: list[str] = []  # the names entered, one per level below root
+        while stack:
+            names, more, stuck = stack[-1]
+            if names:
+                name = names.pop()
+                try:
+                    os.rmdir(name, dir_fd=walk.fd)  # empty already: one call, no descent
+                    continue
+                except OSError:
+                    pass
+                why = walk.enter(name)
+                if why is None:
+                    current.append(name)
+                    sub: set[str] = set()
+                    stack.append((*scan(sub), sub))
+                else:
+                    stuck.add(name)
+                    note(f"{'/'.join([*current, name])}: {why}")
+                continue
+            if more:  # a batch done: list the rest
+                stack[-1] = (*scan(stuck), stuck)
+                continue
+            stack.pop()
+            if not stack:
+                break
+            walk.leave()
+            name = current.pop()
+            try:
+                os.rmdir(name, dir_fd=walk.fd)
+            except OSError as err:
+                stack[-1][2].add(name)
+                note(f"{name}: {err.strerror}")
+    except TreeMoved:
+        note("a directory moved while it was being removed")
+    except OSError as err:
+        note(f"{err.filename or ''}: {err.strerror}")
+    finally:
+        walk.close()
+    if not problems:
+        try:
+            os.rmdir(root)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            note(f"{root}: {err.strerror}")
+    return f"{root} not wholly removed: " + "; ".join(problems) if problems else None

@@ -132,20 +132,19 @@ class SSHPlacement(Placement):
 
 
 def _tree_size(path: Path) -> int:
-    """Bytes of the files under path (links not followed), as tar would store them."""
-    import os
+    """Bytes of the files under path (links not followed, any depth: wspath.walk), as tar would
+    store them."""
+    import stat
+
+    from ..wspath import walk
 
     try:
         st = path.lstat()
     except OSError:
         return 0
-    if not path.is_dir() or path.is_symlink():
+    if not stat.S_ISDIR(st.st_mode):
         return st.st_size
-    total = 0
-    for d, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(d, f)).st_size
-            except OSError:
-                pass
-    return total
+    try:
+        return sum(e.st_size for _, _, e in walk(path) if stat.S_ISREG(e.st_mode))
+    except OSError:  # the folder changed under the walk: too big to say, so not copied
+        return 1 << 62

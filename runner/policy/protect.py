@@ -268,33 +268,19 @@ class Guard:
 
 def _find_inode(fd: int, rel: str, inode: tuple[int, int], budget: list[int]) -> "str | None":
     """The workspace-relative path of a file with this (st_ino, st_dev) under the directory fd
-    (which is closed), links never followed; None if none within budget[0] entries (spent)."""
-    stack = [(fd, rel)]
+    (which is closed), links never followed (wspath.walk: any depth, two descriptors open); None
+    if none within budget[0] entries (spent)."""
+    from ..wspath import walk
+
     try:
-        while stack:
-            dfd, drel = stack.pop()
-            try:
-                with os.scandir(dfd) as it:
-                    for e in it:
-                        budget[0] -= 1
-                        if budget[0] < 0:
-                            return None
-                        try:
-                            es = os.stat(e.name, dir_fd=dfd, follow_symlinks=False)
-                        except OSError:
-                            continue
-                        if stat.S_ISDIR(es.st_mode):
-                            try:
-                                stack.append((os.open(e.name, _DIR_NOFOLLOW, dir_fd=dfd), f"{drel}/{e.name}"))
-                            except OSError:
-                                continue
-                        elif (es.st_ino, es.st_dev) == inode:
-                            return f"{drel}/{e.name}"
-            finally:
-                os.close(dfd)
-    finally:
-        for dfd, _ in stack:
-            os.close(dfd)
+        for drel, name, es in walk(fd):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return None
+            if not stat.S_ISDIR(es.st_mode) and (es.st_ino, es.st_dev) == inode:
+                return f"{rel}/{drel}/{name}" if drel else f"{rel}/{name}"
+    except OSError:  # moved under the walk (protected directories are read-only to the sandbox)
+        return None
     return None
 
 

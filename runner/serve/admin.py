@@ -16,6 +16,7 @@ def remove_tenant(data: str | None, db: str | None, name: str) -> int:
         sessions = Sessions(database, D.data_dir(data), Limits())
         for sid in sids:
             sessions.remove(name, sid)
+        sessions.remove_gone_tenants()  # what is left: said on stderr, tried again at each server start
         return len(sids)
     finally:
         database.close()

@@ -168,7 +168,6 @@ def create_app(state: State) -> FastAPI:
         slot = state.gate.slot(grant)
 
         def specs():
-            import shutil
             import tempfile
 
             from ..core import Runner
@@ -186,7 +185,7 @@ def create_app(state: State) -> FastAPI:
                 finally:
                     r.close()
             finally:
-                shutil.rmtree(empty, ignore_errors=True)
+                state.sessions.remove_workspace(empty)
         with slot:
             return await working(specs)
 
@@ -446,9 +445,8 @@ async def _sse(relay: _Relay, task: asyncio.Future, tool: str, redact):
 
 # -- files -------------------------------------------------------------------------------------
 def _put(live, path: str, data: bytes) -> None:
-    from ..core import workspace_usage
     from ..policy.protect import ProtectedPath
-    from ..wspath import UnsafePath
+    from ..wspath import UnsafePath, usage
 
     if live.closed:
         raise _ended()
@@ -465,7 +463,7 @@ def _put(live, path: str, data: bytes) -> None:
     except ProtectedPath as e:
         raise Problem(403, str(e)) from None
     quota = r.policy.limits.workspace
-    if quota and workspace_usage(r.workspace, stop_after=quota + 1) + len(data) > quota:
+    if quota and usage(r.workspace, stop_after=quota).used + len(data) > quota:
         raise Problem(413, f"the workspace quota ({quota} bytes) would be exceeded: remove files first")
     with live.lock:
         if live.closed:

@@ -9,7 +9,8 @@ and ends with DELETE, its idle timeout, or its tenant's removal. Its calls take 
 places like /v1's (runner/serve/gate.py): calls at once, calls per minute, on the server's threads."""
 from __future__ import annotations
 
-import shutil
+import os
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -18,7 +19,7 @@ from ..errors import ErrorType
 from ..mcp_server import NoSandbox, Options, Refused, Registry, build_server
 from . import tenants as T
 from .gate import Over, authenticated
-from .sessions import own_workspace
+from .sessions import MCP_PREFIX, own_workspace
 
 MAX_MCP_SESSIONS = 256
 
@@ -52,17 +53,21 @@ class TenantRegistry(Registry):
         state = self.state
 
         def make():
-            import secrets
-
+            from .. import piddirs
             from ..core import Runner
 
-            ws = state.data / "mcp" / grant.name / ("m" + secrets.token_hex(12))
-            ws.mkdir(parents=True, mode=0o755)
+            # in a directory named for this process (m<pid>.<start>-<random>, the server's own): a
+            # start after a kill -9 removes it
+            (state.data / "mcp" / grant.name).mkdir(parents=True, exist_ok=True, mode=0o755)
+            home = Path(piddirs.make(MCP_PREFIX, str(state.data / "mcp" / grant.name)))
+            os.chmod(home, 0o755)
+            ws = home / "ws"
+            ws.mkdir(mode=0o755)
             own_workspace(ws)
             try:
                 r = Runner(workspace=ws, policy=grant.policies[grant.default_policy], tenant=grant.name)
             except BaseException:
-                shutil.rmtree(ws, ignore_errors=True)
+                state.sessions.remove_workspace(home)
                 raise
             close = r.close
 
@@ -70,7 +75,7 @@ class TenantRegistry(Registry):
                 try:
                     close()
                 finally:
-                    shutil.rmtree(ws, ignore_errors=True)
+                    state.sessions.remove_workspace(home)
             r.close = close_and_remove
             return r
         return make

@@ -28,7 +28,9 @@ class TenantNetworks:
             from executors.docker import labels as L
 
             client = connect()
-            if not client.api.networks(names=[name]):
+            # The engine's name filter matches substrings ("runner-tenant-X" finds "runner-tenant-X-eu"):
+            # only a network of exactly this name is this tenant's.
+            if not any(n.get("Name") == name for n in client.api.networks(names=[name])):
                 labels = L.make_labels(f"tenant-{tenant}", 10 * 365 * 86400, role="tenant-network",
                                        extra={"runner.tenant": tenant})
                 client.api.create_network(name, driver="bridge", internal=False, labels=labels)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import collections
 import os
 import secrets
-import shutil
 import socket
 import sys
 import threading
@@ -24,6 +23,7 @@ from typing import Callable
 from sqlalchemy import delete, func, select, update
 
 from ..errors import RunnerError
+from ..wspath import remove_tree
 from . import db as D
 from .tenants import Grant
 
@@ -83,6 +83,7 @@ class Sessions:
         # one at a time in this process (the tenant's row lock serialises instances sharing a database)
         self.admission = threading.Lock()
         self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
+        self.unremoved: dict[Path, float] = {}  # workspaces a removal left, and when to try again
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -212,9 +213,19 @@ class Sessions:
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
         self._drop(sid)
-        ws = self.workspace(tenant, sid)
-        if ws.exists():
-            shutil.rmtree(ws, ignore_errors=True)  # rmtree never follows a link out of the tree
+        self.remove_workspace(self.workspace(tenant, sid))
+
+    def remove_workspace(self, ws: Path) -> bool:
+        """Remove a workspace the tenant wrote (any depth, no link followed: wspath.remove_tree);
+        what cannot be removed is said on stderr and tried again by the reaper, never raised."""
+        why = remove_tree(ws)
+        if why is None:
+            self.unremoved.pop(ws, None)
+            return True
+        sys.stderr.write(f"runner serve: {why}; tried again later (every {RETRY_REMOVAL:g}s while a server runs, "
+                         "and at each start)\n")
+        self.unremoved[ws] = time.time() + RETRY_REMOVAL
+        return False
 
     def _drop(self, sid: str) -> None:
         with self._lock:
@@ -240,6 +251,9 @@ class Sessions:
             why = "maximum lifetime reached" if old else "idle timeout"
             if self.close(sid, why):
                 closed.append(sid)
+        for ws, due in list(self.unremoved.items()):
+            if due <= now:
+                self.remove_workspace(ws)
         with self._lock:
             mine = list(self.live)
         if mine:
@@ -287,16 +301,49 @@ class Sessions:
         for c in containers({"runner.role": "serve-exec"}):  # a dead server's execs (no session row)
             if orphan_reason(c.get("Labels") or {}) is not None and remove_container(c["Id"]):
                 removed.append(c["Id"])
+        for c in containers({"runner.tenant": None}):  # a dead server's MCP sandboxes (no session row either)
+            labels = c.get("Labels") or {}
+            if labels.get("runner.session") not in rows and orphan_reason(labels) is not None \
+                    and remove_container(c["Id"]):
+                removed.append(c["Id"])
         remove_networks({sid for sid in rows})
         from ..maintenance import sweep_local  # what dead controllers left here: the previous run's among them
 
         sweep_local()
         for sid, (tenant, state) in rows.items():
             if state != "open":
-                ws = self.workspace(tenant, sid)
-                if ws.exists():
-                    shutil.rmtree(ws, ignore_errors=True)
+                self.remove_workspace(self.workspace(tenant, sid))
+        self.remove_gone_tenants()
+        self.remove_dead_mcp_workspaces()
         return removed
+
+    def remove_dead_mcp_workspaces(self) -> None:
+        """MCP sessions live in their server's memory: the workspaces of a server that is gone
+        (killed, or its machine restarted) are named for its process, and go here."""
+        from .. import piddirs
+
+        top = self.data / "mcp"
+        try:
+            tenants = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
+        except OSError:
+            return
+        for d in tenants:
+            for path, _why in piddirs.sweep(str(d), MCP_PREFIX):
+                if os.path.lexists(path):
+                    self.remove_workspace(Path(path))  # said, and tried again
+
+    def remove_gone_tenants(self) -> None:
+        """The workspaces of tenants that no longer exist (`runner tenants remove` could not remove
+        all of them: their session rows are gone with the tenant, so nothing else names them)."""
+        from .tenants import present
+
+        top = self.data / "workspaces"
+        try:
+            names = {p.name for p in top.iterdir()}
+        except OSError:
+            return
+        for name in names - present(self.db, names):
+            self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""
@@ -310,6 +357,8 @@ class Sessions:
             t.join()
 
 
+MCP_PREFIX = "m"  # an MCP session's workspace: DATA/mcp/TENANT/m<pid>.<start>-<random>/ws (runner/piddirs.py)
+RETRY_REMOVAL = 60.0  # seconds between tries at a workspace that could not be removed
 SANDBOX_UID = 1000  # a root server's sessions' workspaces belong to this user, so their sandboxes run as it
 
 

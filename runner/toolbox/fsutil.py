@@ -219,3 +219,28 @@ def encode(text: str, bom: bool, newline: str) -> bytes:
     if newline == "\r\n":
         text = text.replace("\r\n", "\n").replace("\n", "\r\n")
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
+
+
+def walk(top: str):
+    """os.walk(top) (top-down, `dirnames` may be pruned in place, a link to a directory listed
+    among them but not entered) without recursion: Python 3.11's os.walk recurses and raised
+    RecursionError past ~1000 levels, a depth the workspace may hold. Directories that cannot
+    be listed are skipped, as os.walk does."""
+    stack = [top]
+    while stack:
+        path = stack.pop()
+        dirnames, filenames, links = [], [], set()
+        try:
+            with os.scandir(path) as it:
+                for e in it:
+                    try:
+                        is_dir = e.is_dir()
+                    except OSError:
+                        is_dir = False
+                    (dirnames if is_dir else filenames).append(e.name)
+                    if is_dir and e.is_symlink():
+                        links.add(e.name)
+        except OSError:
+            continue
+        yield path, dirnames, filenames
+        stack.extend(os.path.join(path, d) for d in reversed(dirnames) if d not in links)

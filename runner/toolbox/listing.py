@@ -8,7 +8,7 @@ import re
 
 from . import paths
 from .context import Ctx, ToolError
-from .fsutil import looks_binary
+from .fsutil import looks_binary, walk
 
 SKIP_DIRS = {".git", "node_modules"}
 GLOB_MAX = 1000
@@ -100,7 +100,7 @@ def _glob_regex(pattern: str) -> re.Pattern:
 
 
 def _walk_files(root: str, want_dirs: bool = False, skip=SKIP_DIRS):
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in skip)
         if want_dirs:
             for d in dirnames:
@@ -198,7 +198,7 @@ def grep(ctx: Ctx, args: dict):
     ignored = _gitignore(ctx.workspace)
     files = [(start, False)] if os.path.isfile(start) else []
     if not files:
-        for dirpath, dirnames, filenames in os.walk(start):
+        for dirpath, dirnames, filenames in walk(start):
             rel_dir = os.path.relpath(dirpath, ctx.workspace)
             dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and
                                  not ignored(os.path.normpath(os.path.join(rel_dir, d)), True))

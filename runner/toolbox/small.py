@@ -8,6 +8,7 @@ import time
 
 from . import paths
 from .context import Ctx, ToolError
+from .fsutil import walk
 
 
 def echo(ctx: Ctx, args: dict):
@@ -25,7 +26,7 @@ def _memory_files(ctx: Ctx) -> list:
         out.append(top)
     d = os.path.join(ctx.workspace, "memory")
     if os.path.isdir(d):
-        for dirpath, _, files in os.walk(d):
+        for dirpath, _, files in walk(d):
             out += [os.path.join(dirpath, f) for f in sorted(files) if f.endswith(".md")]
     return [f for f in out if os.path.realpath(f).startswith(ctx.workspace)]
 

@@ -167,7 +167,20 @@ def test_quota_sees_what_the_write_adds(tmp_path):
     guards.quota(ctx, call("write", {"path": "a", "content": "abc"}))
     assert str(refusal(guards.quota, ctx, call("write", {"path": "a", "content": "abcd"}))) == "full"
     guards.quota(ctx, call("lint", {"args": "abcdef"}, spec=CUSTOM))
-    assert seen == [3, 4]
+    assert seen == [3, 4, 0]
+
+
+def test_once_over_the_quota_only_reading_tools_run(tmp_path):
+    """Issue 43, hole 6: the quota step looked at write, edit and apply_patch only, so bash and
+    custom tools wrote past it call after call."""
+    ctx = context(tmp_path, quota=lambda adding: "over")
+    for tool, args, spec in (("bash", {"command": "true"}, None), ("exec", {"command": "true"}, None),
+                             ("lint", {"args": ""}, CUSTOM), ("git_commit", {"message": "m"}, None),
+                             ("write", {"path": "a", "content": ""}, None)):
+        assert str(refusal(guards.quota, ctx, call(tool, args, spec))) == "over", tool
+    for tool in sorted(guards.QUOTA_FREE):
+        guards.quota(ctx, call(tool, {}))
+        assert not registry.get(tool).writes
 
 
 # -- the pipeline --------------------------------------------------------------------------------
