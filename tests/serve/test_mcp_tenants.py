@@ -134,7 +134,9 @@ BLOCK = "touch started; while [ ! -e go ]; do sleep 0.1; done; echo done"
 
 
 def _started(root: Path) -> list[Path]:
-    return [p.parent for p in root.glob("*/started")] if root.exists() else []
+    """The workspaces under root whose blocked call has started: /v1's are root/SID, an MCP
+    session's root/m<server pid>.<start>-<random>/ws."""
+    return [p.parent for pattern in ("*/started", "*/ws/started") for p in root.glob(pattern)] if root.exists() else []
 
 
 def test_max_calls_per_tenant_holds_on_mcp_and_v1_together(start_server, data, policy_file, docker_client):
@@ -171,8 +173,9 @@ def test_max_calls_per_tenant_holds_on_mcp_and_v1_together(start_server, data, p
                 tg.start_soon(mcp_blocked)
                 tg.start_soon(v1_blocked)
                 mcp_ws, v1_ws = data / "mcp" / "busy", data / "workspaces" / "busy"
-                while not (_started(mcp_ws) and _started(v1_ws)):  # both calls running (a wait, not a timing)
-                    await anyio.sleep(0.1)
+                with anyio.fail_after(120):  # both calls running (a wait for them, bounded so a miss fails)
+                    while not (_started(mcp_ws) and _started(v1_ws)):
+                        await anyio.sleep(0.1)
                 seen["mcp_third"] = await sessions[1].call_tool("bash", {"command": "echo third"})
                 seen["v1_third"] = await v1.post(f"/v1/sessions/{spare}/calls", json={
                     "tool": "bash", "args": {"command": "echo third"}})
