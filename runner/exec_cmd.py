@@ -150,8 +150,13 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
 
 
 def _stdin():
+    """fd 0 as an unbuffered file (or None without one). Never sys.stdin.buffer: the thread that
+    copies stdin in is still blocked in a read when the command ends, and a BufferedReader's lock
+    held at interpreter shutdown aborts the process (`Fatal Python error: _enter_buffered_busy`,
+    exit 134, the command's status lost). A raw read holds no lock."""
     try:
-        return sys.stdin.buffer if sys.stdin is not None and not sys.stdin.closed else None
-    except (AttributeError, ValueError):
+        os.fstat(0)
+    except OSError:
         return None
+    return open(0, "rb", buffering=0, closefd=False)
 

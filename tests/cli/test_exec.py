@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 
@@ -28,6 +29,51 @@ def test_stdin_passes_through(run_cli):
     data = os.urandom(200_000)
     p = run_cli("exec", "--", "cat", input=data)
     assert p.returncode == 0 and p.stdout == data
+
+
+def _in_pty(*args: str, timeout: float = 60) -> tuple[int, bytes]:
+    """Run `runner ARGS` with a real pseudo-terminal as its stdin, stdout and stderr (its
+    controlling terminal, as at a shell); its exit status and everything it wrote."""
+    master, slave = os.openpty()
+    proc = subprocess.Popen(runner_cmd(*args), stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            ready, _, _ = select.select([master], [], [], timeout)
+            if not ready:
+                raise AssertionError(f"no end in {timeout}s: {out!r}")
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every holder of the terminal's other side is gone
+                break
+            if not data:
+                break
+            out += data
+        return proc.wait(timeout=timeout), out
+    finally:
+        proc.kill()
+        os.close(master)
+
+
+def test_under_a_terminal_the_status_is_the_commands(no_leaks):
+    """stdin a terminal: the thread copying it in was blocked in a BufferedReader's read when
+    the command ended, and the interpreter's shutdown aborted (134, `Fatal Python error`)."""
+    code, out = _in_pty("exec", "--", "sh", "-c", "echo hi; exit 5")
+    assert code == 5 and b"hi" in out and b"Fatal" not in out, out
+
+
+def test_an_open_pipe_on_stdin_does_not_hold_or_crash_the_exit(no_leaks):
+    """`sleep 3 | runner exec -- echo hello`: the pipe still open when the command ends."""
+    proc = subprocess.Popen(runner_cmd("exec", "--", "sh", "-c", "echo hello; exit 4"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        code = proc.wait(timeout=60)
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert (code, out) == (4, b"hello\n") and b"Fatal" not in err, err
 
 
 def test_defaults_are_hardened(run_cli):
