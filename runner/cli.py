@@ -44,6 +44,22 @@ def fail(message: str, code: int = 1) -> SystemExit:
 
 def guarded(fn, *args, **kw):
     """Call fn; turn every expected error into one line on stderr and an exit code."""
+    return guarded_as(None, fn, *args, **kw)
+
+
+def guarded_as(fault, fn, *args, **kw):
+    """guarded(fn, ...), but with `fault` (when given) as the exit code of every failure of
+    runner's own, usage errors included (`runner exec`: 125, as `docker run`), but for an engine
+    that does not answer (69) and an interrupt (128 + its number)."""
+    try:
+        return _guarded(fn, *args, **kw)
+    except SystemExit as e:
+        if fault is not None and e.code in (1, 2):
+            raise SystemExit(fault) from None
+        raise
+
+
+def _guarded(fn, *args, **kw):
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
@@ -91,6 +107,8 @@ def err(text: str) -> None:
          arg("cmd", nargs="...",  # argparse.REMAINDER
              help="the command and its arguments, after --"),
          arg("--image", "-i", help="image to run (never pulled; default runner/base)"),
+         arg("--stop-timeout", type=float, default=10.0,
+             help="seconds a command asked to end by SIGTERM, SIGINT or SIGHUP has before it is killed (default 10)"),
          arg("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)"),
          arg("--memory", help="memory limit, memory+swap equal (default 512m)"),
          arg("--cpus", type=float, help="CPU share (default 1)"),
@@ -111,8 +129,12 @@ def exec_(a):
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd  # everything after the options is CMD's, -- or not
     opts = ExecOptions(cmd=cmd, image=a.image, timeout=a.timeout, memory=a.memory, cpus=a.cpus, pids=a.pids,
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
-                       runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts)
-    return guarded(run, opts)
+                       runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
+                       stop_timeout=a.stop_timeout)
+    return guarded_as(EXEC_FAULT, run, opts)
+
+
+EXEC_FAULT = exec_.usage_exit = 125  # `runner exec`'s own failures, as `docker run`'s
 
 
 def _runner_args(executor_help="docker (default) or local"):
@@ -456,7 +478,8 @@ def parser(group, name, fn, arguments):
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # one line, as every other usage error: not the usage block first
-            raise fail(f"{self.prog[len('runner '):]}: {message} (`{self.prog} --help` shows the arguments)", 2)
+            raise fail(f"{self.prog[len('runner '):]}: {message} (`{self.prog} --help` shows the arguments)",
+                       getattr(fn, "usage_exit", 2))
 
     p = Parser(prog=" ".join(x for x in ("runner", group, name) if x), description=fn.__doc__, allow_abbrev=False)
     for names, kw in arguments:

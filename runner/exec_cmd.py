@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ class ExecOptions:
     runtime: str | None = None
     host: str | None = None
     force_unsafe_mounts: bool = False
+    stop_timeout: float = 10.0
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -55,6 +57,8 @@ def plain_config(o: ExecOptions):
 
     if not o.cmd:
         raise UsageError("no command given: runner exec [OPTIONS] -- CMD [ARGS...]")
+    if o.stop_timeout < 0:
+        raise UsageError(f"bad --stop-timeout {o.stop_timeout:g}: give a number of seconds, 0 or more")
     if o.timeout is not None and o.timeout <= 0:
         raise UsageError(f"bad --timeout {o.timeout}: give a positive number of seconds")
     if o.network not in ("none", "bridge"):
@@ -120,17 +124,69 @@ def _on_output(stream: str, data: bytes) -> None:
     f.flush()
 
 
+# The line the container's init (tini) writes when it cannot exec the command, then exits 127
+# (no such file) or 126 (any other error).
+_TINI_FAILED = re.compile(rb"^\[FATAL tini \(\d+\)\] exec (.*) failed: (.*)\n?$", re.S)
+
+
+class StartGate:
+    """Passes the output on, but for the init's line when the command could not be run: the
+    first output, when it is that line, is held until the exit status says whether the command
+    started (126, 127: runner's own line replaces it) or printed it itself (it is passed on)."""
+
+    def __init__(self, cmd: str) -> None:
+        self.cmd = cmd
+        self.first = True
+        self.held: tuple[str, bytes] | None = None
+
+    def output(self, stream: str, data: bytes) -> None:
+        if self.first:
+            self.first = False
+            if _TINI_FAILED.match(data):
+                self.held = (stream, data)
+                return
+        _on_output(stream, data)
+
+    def close(self, code: int) -> int:
+        """The exit status; runner's line on stderr instead of the init's held one."""
+        from executors.defaults import NOT_FOUND_EXIT, NOT_STARTED_EXIT, start_failure_message
+
+        if self.held is None:
+            return code
+        stream, data = self.held
+        self.held = None
+        if code not in (NOT_FOUND_EXIT, NOT_STARTED_EXIT):
+            _on_output(stream, data)
+            return code
+        why = _TINI_FAILED.match(data).group(2).decode(errors="replace").strip()
+        reason = {"No such file or directory": "not-found", "Permission denied": "not-executable"}.get(why)
+        line = (start_failure_message(reason, self.cmd, None, None) if reason
+                else f"runner: {self.cmd}: cannot run it ({why}); the command did not start")
+        from .printable import printable
+
+        sys.stderr.write(printable(line) + "\n")
+        sys.stderr.flush()
+        return code
+
+
 def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
     """The local engine, over its unix socket with the standard library (executors/docker/oneshot.py):
     no docker-py, no pydantic, one round trip per step."""
     from executors.docker import oneshot
     from executors.docker.wire import Engine
 
+    from .interrupts import relayed
+
     cfg = plain_config(o)
-    # SIGINT, SIGTERM, SIGHUP raise in here (runner/interrupts.py, installed by the CLI): the
-    # container is removed on the way out
-    res = oneshot.run(Engine(path, o.host), cfg, o.cmd, stdin=_stdin(), on_output=_on_output, timeout=o.timeout)
-    return res.exit_code, res.timed_out, res.oom_killed
+    gate = StartGate(o.cmd[0] if o.cmd else "")
+    # Until the command runs, SIGINT, SIGTERM, SIGHUP raise in here (runner/interrupts.py): the
+    # container is removed on the way out. While it runs they, QUIT, USR1, USR2 and WINCH are
+    # passed on to it (as `docker run` does), and it is killed --stop-timeout seconds after one
+    # that asks it to end.
+    with relayed() as relay:
+        res = oneshot.run(Engine(path, o.host), cfg, o.cmd, stdin=_stdin(), on_output=gate.output, timeout=o.timeout,
+                          relay=relay, stop_timeout=o.stop_timeout)
+    return gate.close(res.exit_code), res.timed_out, res.oom_killed
 
 
 def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
@@ -142,11 +198,12 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     ex = DockerExecutor(cfg, base_url=o.host)
     ex.start()  # checks engine and image; per-call creates nothing yet
     req = ExecRequest(argv=o.cmd, timeout=o.timeout)
+    gate = StartGate(o.cmd[0])
     try:  # SIGINT, SIGTERM, SIGHUP raise here (runner/interrupts.py, installed by the CLI)
-        res = ex.exec(req, stdin=_stdin(), on_output=_on_output)
+        res = ex.exec(req, stdin=_stdin(), on_output=gate.output)
     finally:
         ex.stop()
-    return res.exit_code, res.timed_out, res.oom_killed
+    return gate.close(res.exit_code), res.timed_out, res.oom_killed
 
 
 def _stdin():

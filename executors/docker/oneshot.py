@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import threading
 import time
@@ -26,6 +27,8 @@ from .hardening import create_kwargs
 from .wire import Engine, EngineRefused, Frames, create_body, quote
 
 KILL_GRACE = 2.0  # seconds to drain output after the kill at a timeout
+STOP_TIMEOUT = 10.0  # seconds a command asked to end by a signal has before it is killed (docker's)
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # the ones that ask it to end
 
 
 class Outcome(NamedTuple):
@@ -44,9 +47,13 @@ def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None) ->
 
 
 def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
-        on_output: Callable[[str, bytes], None], timeout: float | None = None) -> Outcome:
+        on_output: Callable[[str, bytes], None], timeout: float | None = None, relay=None,
+        stop_timeout: float = STOP_TIMEOUT) -> Outcome:
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
     comes; stdin is copied in until its end. The container is gone when this returns or raises.
+    relay: signals to pass on to the command while it runs (runner.interrupts.Relay: its `fd`
+    wakes the pump, take() lists them, `active` is set while they are passed on); one that asks
+    it to end (END_SIGNALS) is followed by a kill stop_timeout seconds later if it still runs.
     Under crun where the engine offers it, else (crun could not start it) the engine's default
     (runtimes.started: nothing of the command had run)."""
     from .runtimes import StartFailed, chosen, started
@@ -54,12 +61,13 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
     key = engine.base_url or ""
     runtime = chosen(cfg.runtime, key, lambda: engine.json("GET", "/info"))
     try:
-        return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout))
+        return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout,
+                                                                      relay, stop_timeout))
     except StartFailed as e:
         raise e.error from None
 
 
-def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout) -> Outcome:
+def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout, relay, stop_timeout) -> Outcome:
     from .engine import image_missing
 
     instance = os.urandom(6).hex()
@@ -77,12 +85,13 @@ def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout) -> Outco
         except EngineUnavailable:
             in_flight = False
             raise
-        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time())
+        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time(), relay, stop_timeout)
     finally:
         _remove(engine, cid, instance if in_flight and cid is None else None)
 
 
-def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float) -> Outcome:
+def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float,
+              relay=None, stop_timeout: float = STOP_TIMEOUT) -> Outcome:
     """StartFailed: the engine would not start it (but for want of its user or group)."""
     from .runtimes import StartFailed
 
@@ -99,7 +108,13 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
                 on_output("stderr", start_failure_message(reason, argv[0], None, cfg.user).encode() + b"\n")
                 return Outcome(NOT_STARTED_EXIT)
             _feed(sock, stdin)
-            timed_out = _pump(engine, cid, Frames(sock, early), on_output, timeout)
+            if relay is not None:
+                relay.active = True
+            try:
+                timed_out = _pump(engine, cid, Frames(sock, early), on_output, timeout, relay, stop_timeout)
+            finally:
+                if relay is not None:
+                    relay.active = False
         finally:
             sock.close()
         code = _wait(engine, cid)
@@ -135,11 +150,15 @@ def _feed(sock: socket.socket, stdin: BinaryIO | None) -> None:
     threading.Thread(target=copy, name="runner-stdin", daemon=True).start()
 
 
-def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | None) -> bool:
+def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | None, relay=None,
+          stop_timeout: float = STOP_TIMEOUT) -> bool:
     """Hand the output on until the stream ends; at the timeout kill the container and drain for
-    at most KILL_GRACE more. True if the timeout struck."""
+    at most KILL_GRACE more. True if the timeout struck. Signals the relay hears go to the
+    command; stop_timeout seconds after one of END_SIGNALS the container is killed."""
     deadline = None if timeout is None else time.monotonic() + timeout
     stop_at = None
+    grace = None  # when a command asked to end is killed
+    waits = [frames.sock] + ([relay.fd] if relay is not None and relay.fd is not None else [])
     while True:
         if not frames.pending():
             now = time.monotonic()
@@ -148,9 +167,18 @@ def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | 
                 stop_at = now + KILL_GRACE
             if stop_at is not None and now >= stop_at:
                 return True
-            until = stop_at if stop_at is not None else deadline
-            ready, _, _ = select.select([frames.sock], [], [], None if until is None else max(0.0, until - now))
-            if not ready:
+            if grace is not None and now >= grace:
+                _kill(engine, cid)
+                grace = None
+            until = min((t for t in (stop_at if stop_at is not None else deadline, grace) if t is not None),
+                        default=None)
+            ready, _, _ = select.select(waits, [], [], None if until is None else max(0.0, until - now))
+            if len(waits) > 1 and waits[1] in ready:
+                for signum in relay.take():
+                    _kill(engine, cid, signum)
+                    if signum in END_SIGNALS and grace is None:
+                        grace = time.monotonic() + stop_timeout
+            if frames.sock not in ready:
                 continue
         item = frames.frame()
         if item is None:
@@ -159,9 +187,10 @@ def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | 
             on_output(*item)
 
 
-def _kill(engine: Engine, cid: str) -> None:
+def _kill(engine: Engine, cid: str, signum: int | None = None) -> None:
+    """Send the container signum (its init passes it to the command), SIGKILL by default."""
     try:
-        engine.json("POST", f"/containers/{cid}/kill")
+        engine.json("POST", f"/containers/{cid}/kill" + (f"?signal={int(signum)}" if signum else ""))
     except EngineRefused:
         pass  # it ended meanwhile
 

@@ -157,11 +157,73 @@ def test_interrupt_removes_the_container(docker_client, sig, code):
     ([], "no command given"),
 ])
 def test_bad_input_gets_one_clear_line(run_cli, args, says):
+    """runner's own failures exit 125, as `docker run`'s, apart from the command's statuses."""
     p = run_cli("exec", *args)
     err = p.stderr.decode()
-    assert p.returncode != 0
+    assert p.returncode == 125, err
     assert says in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_engine_refusal_is_runners_failure_125(run_cli):
+    too_many = (os.cpu_count() or 1) + 6
+    p = run_cli("exec", "--cpus", str(too_many), "--", "true")
+    err = p.stderr.decode()
+    assert p.returncode == 125 and "CPUs" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("cmd, code, says", [
+    (["nosuchcmd"], 127, "nosuchcmd: command not found"),
+    (["/etc/passwd"], 126, "/etc/passwd: permission denied"),
+])
+def test_a_command_that_cannot_run_gets_runners_line_not_the_inits(run_cli, cmd, code, says):
+    p = run_cli("exec", "--", *cmd)
+    err = p.stderr.decode()
+    assert p.returncode == code and says in err and "tini" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_command_that_prints_a_fatal_looking_line_keeps_it(run_cli):
+    p = run_cli("exec", "--", "sh", "-c", "echo '[FATAL tini (1)] exec x failed: y' >&2; exit 3")
+    assert (p.returncode, p.stderr) == (3, b"[FATAL tini (1)] exec x failed: y\n")
+
+
+def _started(proc, docker_client) -> bytes:
+    """Wait for the command's first line ("ready") and its running container."""
+    line = proc.stdout.readline()
+    wait_for(lambda: [c for c in _owned_by(docker_client, proc.pid) if c["State"] == "running"])
+    return line
+
+
+def test_signals_are_passed_on_to_the_command(docker_client):
+    script = ('for s in INT HUP QUIT USR1 USR2 WINCH; do trap "echo got $s" $s; done; '
+              'trap "echo got TERM; exit 3" TERM; echo ready; while :; do sleep 0.1; done')
+    proc = subprocess.Popen(runner_cmd("exec", "--", "sh", "-c", script), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _started(proc, docker_client) == b"ready\n"
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGWINCH, signal.SIGQUIT, signal.SIGHUP, signal.SIGINT):
+            proc.send_signal(sig)
+            assert proc.stdout.readline() == f"got {sig.name[3:]}\n".encode()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert (proc.returncode, out) == (3, b"got TERM\n"), err
+    assert _owned_by(docker_client, proc.pid) == []
+
+
+def test_a_command_that_ignores_term_is_killed_after_the_stop_timeout(docker_client):
+    proc = subprocess.Popen(runner_cmd("exec", "--stop-timeout", "1", "--", "sh", "-c",
+                                       "trap '' TERM; echo ready; while :; do sleep 0.1; done"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert _started(proc, docker_client) == b"ready\n"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 137 and b"out of memory" not in err, err
+    assert _owned_by(docker_client, proc.pid) == []
 
 
 def test_forcing_an_unsafe_mount_is_possible(run_cli):
