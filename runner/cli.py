@@ -106,7 +106,10 @@ def err(text: str) -> None:
 @command("exec",
          arg("cmd", nargs="...",  # argparse.REMAINDER
              help="the command and its arguments, after --"),
-         arg("--image", "-i", help="image to run (never pulled; default runner/base)"),
+         arg("--image", "-I", help="image to run (never pulled; default runner/base)"),
+         arg("--interactive", "-i", action="store_true",
+             help="copy stdin in even when it is a terminal (a pipe or file is copied in either way)"),
+         arg("--tty", "-t", action="store_true", help="a terminal in the container (-it: an interactive shell)"),
          arg("--stop-timeout", type=float, default=10.0,
              help="seconds a command asked to end by SIGTERM, SIGINT or SIGHUP has before it is killed (default 10)"),
          arg("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)"),
@@ -130,7 +133,7 @@ def exec_(a):
     opts = ExecOptions(cmd=cmd, image=a.image, timeout=a.timeout, memory=a.memory, cpus=a.cpus, pids=a.pids,
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
                        runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
-                       stop_timeout=a.stop_timeout)
+                       stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty)
     return guarded_as(EXEC_FAULT, run, opts)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from executors.defaults import DEFAULT_IMAGE, OOM_EXIT, TIMEOUT_EXIT
@@ -28,6 +29,8 @@ class ExecOptions:
     host: str | None = None
     force_unsafe_mounts: bool = False
     stop_timeout: float = 10.0
+    interactive: bool = False  # -i: stdin copied in even when it is a terminal
+    tty: bool = False  # -t: a terminal in the container
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -178,14 +181,17 @@ def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
     from .interrupts import relayed
 
     cfg = plain_config(o)
+    stdin = _stdin() if o.interactive or not _is_terminal(0) else None  # docker reads a terminal with -i only
+    if o.tty and o.interactive and not _is_terminal(0):
+        raise UsageError("-it: stdin is not a terminal (drop -t to pipe data in)")
     gate = StartGate(o.cmd[0] if o.cmd else "")
     # Until the command runs, SIGINT, SIGTERM, SIGHUP raise in here (runner/interrupts.py): the
     # container is removed on the way out. While it runs they, QUIT, USR1, USR2 and WINCH are
     # passed on to it (as `docker run` does), and it is killed --stop-timeout seconds after one
     # that asks it to end.
-    with relayed() as relay:
-        res = oneshot.run(Engine(path, o.host), cfg, o.cmd, stdin=_stdin(), on_output=gate.output, timeout=o.timeout,
-                          relay=relay, stop_timeout=o.stop_timeout)
+    with relayed() as relay, raw_terminal(0 if o.tty and o.interactive else None):
+        res = oneshot.run(Engine(path, o.host), cfg, o.cmd, stdin=stdin, on_output=gate.output, timeout=o.timeout,
+                          relay=relay, stop_timeout=o.stop_timeout, tty=terminal_size if o.tty else None)
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
 
 
@@ -194,6 +200,8 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     from executors.docker import DockerExecutor
     from executors.models import ExecRequest
 
+    if o.tty:
+        raise UsageError("-t/--tty: only with a local engine (unix socket), not over tcp:// or ssh://")
     cfg = build_config(o)
     ex = DockerExecutor(cfg, base_url=o.host)
     ex.start()  # checks engine and image; per-call creates nothing yet
@@ -204,6 +212,43 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     finally:
         ex.stop()
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
+
+
+def terminal_size() -> "tuple[int, int] | None":
+    """(rows, columns) of the caller's terminal (stdin's, else stdout's); None without one."""
+    for fd in (0, 1):
+        try:
+            size = os.get_terminal_size(fd)
+        except OSError:
+            continue
+        return size.lines, size.columns
+    return None
+
+
+@contextmanager
+def raw_terminal(fd: "int | None"):
+    """The terminal at fd in raw mode within the block (keys go to the container's terminal as
+    they are typed: Ctrl-C, Ctrl-D, Ctrl-Z included), its settings restored on every way out.
+    fd None, or no terminal: nothing changes."""
+    import termios
+    import tty
+
+    if fd is None or not _is_terminal(fd):
+        yield
+        return
+    saved = termios.tcgetattr(fd)
+    try:
+        tty.setraw(fd, termios.TCSANOW)
+        yield
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def _stdin():

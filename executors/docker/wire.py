@@ -233,6 +233,25 @@ class Frames:
         return len(self.buf) >= 8 and len(self.buf) >= 8 + struct.unpack(">L", self.buf[4:8])[0]
 
 
+class Raw(Frames):
+    """The attach stream of a container with a terminal: not multiplexed, one stream of bytes
+    (the terminal's), handed on as "stdout" as it comes."""
+
+    def frame(self) -> tuple[str, bytes] | None:
+        if self.buf:
+            data = bytes(self.buf)
+            self.buf.clear()
+            return "stdout", data
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            return None
+        return ("stdout", data) if data else None
+
+    def pending(self) -> bool:
+        return bool(self.buf)
+
+
 # docker-py's host_config arguments (what hardening.create_kwargs gives) -> the Engine API's
 # HostConfig keys, each set as docker.types.HostConfig sets it: "set" when not None, "truthy" when
 # truthy. An argument missing here is refused, never dropped: a new hardening setting must be
@@ -261,11 +280,11 @@ CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "label
                   "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled"}
 
 
-def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False) -> dict:
+def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False, tty: bool = False) -> dict:
     """The body of POST /containers/create for hardening.create_kwargs' (container, host)
     arguments, as docker-py's create_container(**container, command=, stdin_open=,
     host_config=create_host_config(**host), use_config_proxy=False) sends it (attached, not
-    detached; no tty; no proxies from the user's docker configuration)."""
+    detached; no tty unless asked; no proxies from the user's docker configuration)."""
     hc = {}
     for arg, value in host.items():
         if arg not in HOST_KEYS:
@@ -278,7 +297,7 @@ def create_body(container: dict, host: dict, command: list[str], stdin_open: boo
                 hc[key] = {"Type": value.get("type", value.get("Type")), "Config": value.get("config", value.get("Config")) or {}}
         elif (rule == "set" and value is not None) or (rule == "truthy" and value):
             hc[key] = value
-    body = {"Tty": False, "OpenStdin": stdin_open, "StdinOnce": stdin_open, "AttachStdin": stdin_open,
+    body = {"Tty": tty, "OpenStdin": stdin_open, "StdinOnce": stdin_open, "AttachStdin": stdin_open,
             "AttachStdout": True, "AttachStderr": True, "Cmd": list(command), "HostConfig": hc}
     for arg, value in container.items():
         if arg not in CONTAINER_KEYS:
