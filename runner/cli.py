@@ -110,6 +110,12 @@ def err(text: str) -> None:
          arg("--interactive", "-i", action="store_true",
              help="copy stdin in even when it is a terminal (a pipe or file is copied in either way)"),
          arg("--tty", "-t", action="store_true", help="a terminal in the container (-it: an interactive shell)"),
+         arg("--rm", action="store_true", help="remove the container when it ends (always so unless -d)"),
+         arg("--entrypoint", help="run this instead of the image's ENTRYPOINT (\"\" clears it)"),
+         many("--tmpfs", help="PATH[:OPTS], a tmpfs (nosuid,nodev,noexec unless exec; size as /tmp's unless "
+                              "size=); repeatable"),
+         arg("--shm-size", help="size of /dev/shm (default the engine's 64m)"),
+         arg("--gpus", help="GPUs to pass: all, N or device=ID[,ID...] (needs the engine's GPU runtime)"),
          arg("--stop-timeout", type=float, default=10.0,
              help="seconds a command asked to end by SIGTERM, SIGINT or SIGHUP has before it is killed (default 10)"),
          arg("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)"),
@@ -133,7 +139,8 @@ def exec_(a):
     opts = ExecOptions(cmd=cmd, image=a.image, timeout=a.timeout, memory=a.memory, cpus=a.cpus, pids=a.pids,
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
                        runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
-                       stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty)
+                       stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty, entrypoint=a.entrypoint,
+                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus)
     return guarded_as(EXEC_FAULT, run, opts)
 
 

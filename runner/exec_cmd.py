@@ -31,6 +31,10 @@ class ExecOptions:
     stop_timeout: float = 10.0
     interactive: bool = False  # -i: stdin copied in even when it is a terminal
     tty: bool = False  # -t: a terminal in the container
+    entrypoint: str | None = None  # "" clears the image's
+    tmpfs: list[str] = field(default_factory=list)  # PATH[:OPTS]
+    shm_size: str | None = None
+    gpus: str | None = None
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -54,12 +58,10 @@ def plain_config(o: ExecOptions):
     from types import SimpleNamespace
 
     from executors.defaults import parse_size
-    from executors.docker.hardening import DEFAULTS
+    from executors.docker.hardening import DEFAULTS, check_tmpfs, device_request
     from executors.docker.mounts import check_mount, parse_mount
     from executors.errors import InvalidConfig
 
-    if not o.cmd:
-        raise UsageError("no command given: runner exec [OPTIONS] -- CMD [ARGS...]")
     if o.stop_timeout < 0:
         raise UsageError(f"bad --stop-timeout {o.stop_timeout:g}: give a number of seconds, 0 or more")
     if o.timeout is not None and o.timeout <= 0:
@@ -74,6 +76,16 @@ def plain_config(o: ExecOptions):
     except ValueError as e:
         raise UsageError(f"bad --memory value: {e}") from None
     try:
+        shm_size = None if o.shm_size is None else parse_size(o.shm_size)
+    except ValueError as e:
+        raise UsageError(f"bad --shm-size value: {e}") from None
+    try:
+        tmpfs = dict(check_tmpfs(t, o.force_unsafe_mounts) for t in o.tmpfs)
+        if o.gpus is not None:
+            device_request(o.gpus)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    try:
         mounts = [SimpleNamespace(source=src, target=dst, read_only=ro, scan=True)
                   for src, dst, ro in map(parse_mount, o.mounts)]
         given = {"network": o.network, **({"user": o.user} if o.user else {})}
@@ -81,7 +93,9 @@ def plain_config(o: ExecOptions):
                               limits=SimpleNamespace(memory=memory, cpus=o.cpus, pids=o.pids, tmpfs=None),
                               mounts=mounts, env=parse_env(o.env), workdir=o.workdir, runtime=o.runtime,
                               lifecycle="per-call", cap_add=[], force_unsafe_mounts=o.force_unsafe_mounts,
-                              session=os.urandom(6).hex(), ttl=(o.timeout or 86400) + 600, labels={})
+                              session=os.urandom(6).hex(), ttl=(o.timeout or 86400) + 600, labels={},
+                              tmpfs=tmpfs, shm_size=shm_size, gpus=o.gpus,
+                              entrypoint=None if o.entrypoint is None else [o.entrypoint] if o.entrypoint else [])
         for m in mounts:
             check_mount(m, o.force_unsafe_mounts)
     except InvalidConfig as e:
@@ -110,7 +124,15 @@ def run(o: ExecOptions) -> int:
     from executors.docker.wire import socket_path
 
     path = socket_path(o.host)
-    code, timed_out, oom = _run_local(o, path) if path is not None else _run_sdk(o)
+    try:
+        code, timed_out, oom = _run_local(o, path) if path is not None else _run_sdk(o)
+    except Exception as e:
+        if o.gpus and "could not select device driver" in str(e):
+            from .errors import RunnerError
+
+            raise RunnerError(f"--gpus {o.gpus}: this Docker engine has no GPU runtime (install the NVIDIA Container "
+                              "Toolkit and register it with dockerd, then restart it); the command did not start") from None
+        raise
     if timed_out:
         print(f"runner: timed out after {o.timeout:g}s: killed the command and all its processes", file=sys.stderr)
         return TIMEOUT_EXIT
@@ -133,22 +155,42 @@ _TINI_FAILED = re.compile(rb"^\[FATAL tini \(\d+\)\] exec (.*) failed: (.*)\n?$"
 
 
 class StartGate:
-    """Passes the output on, but for the init's line when the command could not be run: the
-    first output, when it is that line, is held until the exit status says whether the command
-    started (126, 127: runner's own line replaces it) or printed it itself (it is passed on)."""
+    """Passes the output on, but for the init's line when the command could not be run: output
+    that begins as that line does is held (up to its line's end, which may come in pieces) until
+    the exit status says whether the command started (126, 127: runner's own line replaces it)
+    or printed it itself (it is passed on)."""
+
+    PREFIX = b"[FATAL tini ("
 
     def __init__(self, cmd: str) -> None:
         self.cmd = cmd
-        self.first = True
+        self.gating = True
         self.held: tuple[str, bytes] | None = None
 
     def output(self, stream: str, data: bytes) -> None:
-        if self.first:
-            self.first = False
-            if _TINI_FAILED.match(data):
-                self.held = (stream, data)
-                return
-        _on_output(stream, data)
+        if not self.gating:
+            self._flush()  # a held line that was not the init's goes first
+            _on_output(stream, data)
+            return
+        if self.held is not None and self.held[0] != stream:
+            self._flush()
+            _on_output(stream, data)
+            return
+        buf = (self.held[1] if self.held else b"") + data
+        self.held = (stream, buf)
+        if not (buf.startswith(self.PREFIX) or self.PREFIX.startswith(buf)):
+            self._flush()
+        elif b"\n" in buf:
+            self.gating = False
+            if not _TINI_FAILED.match(buf):
+                self._flush()
+
+    def _flush(self) -> None:
+        self.gating = False
+        if self.held is not None:
+            stream, data = self.held
+            self.held = None
+            _on_output(stream, data)
 
     def close(self, code: int) -> int:
         """The exit status; runner's line on stderr instead of the init's held one."""
@@ -157,10 +199,10 @@ class StartGate:
         if self.held is None:
             return code
         stream, data = self.held
-        self.held = None
-        if code not in (NOT_FOUND_EXIT, NOT_STARTED_EXIT):
-            _on_output(stream, data)
+        if code not in (NOT_FOUND_EXIT, NOT_STARTED_EXIT) or not _TINI_FAILED.match(data):
+            self._flush()
             return code
+        self.held = None
         why = _TINI_FAILED.match(data).group(2).decode(errors="replace").strip()
         reason = {"No such file or directory": "not-found", "Permission denied": "not-executable"}.get(why)
         line = (start_failure_message(reason, self.cmd, None, None) if reason
@@ -184,7 +226,7 @@ def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
     stdin = _stdin() if o.interactive or not _is_terminal(0) else None  # docker reads a terminal with -i only
     if o.tty and o.interactive and not _is_terminal(0):
         raise UsageError("-it: stdin is not a terminal (drop -t to pipe data in)")
-    gate = StartGate(o.cmd[0] if o.cmd else "")
+    gate = StartGate(_shown(o))
     # Until the command runs, SIGINT, SIGTERM, SIGHUP raise in here (runner/interrupts.py): the
     # container is removed on the way out. While it runs they, QUIT, USR1, USR2 and WINCH are
     # passed on to it (as `docker run` does), and it is killed --stop-timeout seconds after one
@@ -206,12 +248,17 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     ex = DockerExecutor(cfg, base_url=o.host)
     ex.start()  # checks engine and image; per-call creates nothing yet
     req = ExecRequest(argv=o.cmd, timeout=o.timeout)
-    gate = StartGate(o.cmd[0])
+    gate = StartGate(_shown(o))
     try:  # SIGINT, SIGTERM, SIGHUP raise here (runner/interrupts.py, installed by the CLI)
         res = ex.exec(req, stdin=_stdin(), on_output=gate.output)
     finally:
         ex.stop()
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
+
+
+def _shown(o: ExecOptions) -> str:
+    """The command as runner's messages name it."""
+    return o.entrypoint or (o.cmd[0] if o.cmd else "the image's command")
 
 
 def _is_terminal(fd: int) -> bool:

@@ -275,9 +275,11 @@ HOST_KEYS = {
     "dns": ("Dns", "set"),
     "readonly_paths": ("ReadonlyPaths", "set"),
     "oom_score_adj": ("OomScoreAdj", "truthy"),
+    "shm_size": ("ShmSize", "truthy"),
+    "device_requests": ("DeviceRequests", "truthy"),
 }
 CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "labels": "Labels",
-                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled"}
+                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled", "entrypoint": "Entrypoint"}
 
 
 def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False, tty: bool = False) -> dict:
@@ -298,7 +300,7 @@ def create_body(container: dict, host: dict, command: list[str], stdin_open: boo
         elif (rule == "set" and value is not None) or (rule == "truthy" and value):
             hc[key] = value
     body = {"Tty": tty, "OpenStdin": stdin_open, "StdinOnce": stdin_open, "AttachStdin": stdin_open,
-            "AttachStdout": True, "AttachStderr": True, "Cmd": list(command), "HostConfig": hc}
+            "AttachStdout": True, "AttachStderr": True, "Cmd": list(command) or None, "HostConfig": hc}
     for arg, value in container.items():
         if arg not in CONTAINER_KEYS:
             raise ValueError(f"create_body: container argument {arg!r} has no Engine API key here (wire.CONTAINER_KEYS)")

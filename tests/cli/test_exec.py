@@ -1,6 +1,7 @@
 """`runner exec` against the real engine: exit codes, streams, limits, clean-up, bad input."""
 from __future__ import annotations
 
+import io
 import os
 import select
 import signal
@@ -154,7 +155,14 @@ def test_interrupt_removes_the_container(docker_client, sig, code):
     (["-v", "/:/host", "--", "true"], "root"),
     (["-v", "nodst", "--", "true"], "bad mount"),
     (["-e", "1BAD=x", "--", "true"], "bad --env"),
-    ([], "no command given"),
+    (["--tmpfs", "/proc/sys", "--", "true"], "refusing a tmpfs over /proc/sys"),
+    (["--tmpfs", "/dev/x", "--", "true"], "refusing a tmpfs over /dev/x"),
+    (["--tmpfs", "/x:suid", "--", "true"], "bad --tmpfs option 'suid'"),
+    (["--tmpfs", "/x:dev", "--", "true"], "bad --tmpfs option 'dev'"),
+    (["--tmpfs", "x", "--", "true"], "bad --tmpfs"),
+    (["--shm-size", "lots", "--", "true"], "bad --shm-size"),
+    (["--gpus", "some", "--", "true"], "bad --gpus"),
+    (["--stop-timeout", "-1", "--", "true"], "bad --stop-timeout"),
 ])
 def test_bad_input_gets_one_clear_line(run_cli, args, says):
     """runner's own failures exit 125, as `docker run`'s, apart from the command's statuses."""
@@ -185,6 +193,30 @@ def test_a_command_that_cannot_run_gets_runners_line_not_the_inits(run_cli, cmd,
 def test_a_command_that_prints_a_fatal_looking_line_keeps_it(run_cli):
     p = run_cli("exec", "--", "sh", "-c", "echo '[FATAL tini (1)] exec x failed: y' >&2; exit 3")
     assert (p.returncode, p.stderr) == (3, b"[FATAL tini (1)] exec x failed: y\n")
+
+
+@pytest.mark.parametrize("pieces, code, shown, says", [
+    # the init's line, as the engine may hand it on: in pieces
+    ([b"[FATAL tini (2)] ", b"exec nosuchcmd failed: No such file or directory", b"\n"], 127, [],
+     "nosuchcmd: command not found"),
+    ([b"[FATAL tini (2)] exec x failed: Exec format error\n"], 126, [], "x: cannot run it (Exec format error)"),
+    # the command's own output, passed on in order
+    ([b"[FATAL tini (2)] exec x failed: y\n", b"more\n"], 0, [b"[FATAL tini (2)] exec x failed: y\n", b"more\n"], ""),
+    ([b"[FAT", b"AL tini (2)] exec x failed: y\n"], 3, [b"[FATAL tini (2)] exec x failed: y\n"], ""),
+    ([b"[F", b"oo\n"], 127, [b"[Foo\n"], ""),
+    ([b"hello\n"], 127, [b"hello\n"], ""),
+])
+def test_the_start_gate_replaces_only_the_inits_line(monkeypatch, capsys, pieces, code, shown, says):
+    from runner import exec_cmd
+
+    got = []
+    monkeypatch.setattr(exec_cmd, "_on_output", lambda stream, data: got.append(data))
+    gate = exec_cmd.StartGate("nosuchcmd" if any(b"nosuchcmd" in p for p in pieces) else "x")
+    for p in pieces:
+        gate.output("stderr", p)
+    assert gate.close(code) == code
+    assert [b"".join(got)] == [b"".join(shown)]
+    assert says in capsys.readouterr().err
 
 
 def _started(proc, docker_client) -> bytes:
@@ -224,6 +256,45 @@ def test_a_command_that_ignores_term_is_killed_after_the_stop_timeout(docker_cli
         proc.kill()
     assert proc.returncode == 137 and b"out of memory" not in err, err
     assert _owned_by(docker_client, proc.pid) == []
+
+
+@pytest.fixture(scope="module")
+def entry_image(docker_client, busybox_image):
+    """The busybox image with an ENTRYPOINT and a CMD of its own."""
+    name = busybox_image.replace("busybox", "busybox-entry")
+    dockerfile = f'FROM {busybox_image}\nENTRYPOINT ["echo", "entry"]\nCMD ["default", "args"]\n'
+    docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=name, rm=True,
+                               labels={"runner.test": "busybox-entry"})
+    yield name
+    docker_client.images.remove(name, force=True)
+
+
+@pytest.mark.parametrize("args, out", [
+    ([], b"entry default args\n"),  # no command: the image's ENTRYPOINT and CMD
+    (["--", "given"], b"entry given\n"),  # a command replaces CMD, ENTRYPOINT stays (as docker)
+    (["--entrypoint", "sh", "--", "-c", "echo replaced"], b"replaced\n"),
+    (["--entrypoint", "", "--", "echo", "plain"], b"plain\n"),  # "" clears it
+])
+def test_the_images_entrypoint_and_cmd(run_cli, entry_image, args, out):
+    p = run_cli("exec", "--image", entry_image, *args)
+    assert (p.returncode, p.stdout) == (0, out), p.stderr
+
+
+def test_tmpfs_and_shm_size(run_cli):
+    p = run_cli("exec", "--rm", "--tmpfs", "/scratch:size=8m,mode=1777", "--tmpfs", "/run/x", "--shm-size", "96m", "--",
+                "sh", "-c", "grep -E ' /(scratch|run/x|dev/shm) ' /proc/mounts; echo hi > /scratch/f && cat /scratch/f")
+    lines = p.stdout.decode().splitlines()
+    scratch = next(x for x in lines if " /scratch " in x)
+    assert "nosuid" in scratch and "nodev" in scratch and "noexec" in scratch and "size=8192k" in scratch, lines
+    assert "size=65536k" in next(x for x in lines if " /run/x " in x), lines  # /tmp's size unless given
+    assert "size=98304k" in next(x for x in lines if " /dev/shm " in x), lines
+    assert p.returncode == 0 and lines[-1] == "hi", p.stderr
+
+
+def test_gpus_without_a_gpu_runtime_say_so(run_cli):
+    p = run_cli("exec", "--gpus", "all", "--", "true")
+    err = p.stderr.decode()
+    assert p.returncode == 125 and "no GPU runtime" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_forcing_an_unsafe_mount_is_possible(run_cli):
