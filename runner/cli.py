@@ -115,6 +115,8 @@ def err(text: str) -> None:
          many("--tmpfs", help="PATH[:OPTS], a tmpfs (nosuid,nodev,noexec unless exec; size as /tmp's unless "
                               "size=); repeatable"),
          arg("--shm-size", help="size of /dev/shm (default the engine's 64m)"),
+         many("--publish", "-p", help="[IP:]HOSTPORT:CONTAINERPORT[/tcp], bound to 127.0.0.1 unless IP is given; "
+                                      "egress stays none unless --network bridge; repeatable"),
          arg("--gpus", help="GPUs to pass: all, N or device=ID[,ID...] (needs the engine's GPU runtime)"),
          arg("--stop-timeout", type=float, default=10.0,
              help="seconds a command asked to end by SIGTERM, SIGINT or SIGHUP has before it is killed (default 10)"),
@@ -140,7 +142,7 @@ def exec_(a):
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
                        runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
                        stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty, entrypoint=a.entrypoint,
-                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus)
+                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus, publish=a.publish or [])
     return guarded_as(EXEC_FAULT, run, opts)
 
 

@@ -35,6 +35,7 @@ class ExecOptions:
     tmpfs: list[str] = field(default_factory=list)  # PATH[:OPTS]
     shm_size: str | None = None
     gpus: str | None = None
+    publish: list[str] = field(default_factory=list)  # [IP:]HOSTPORT:CONTAINERPORT[/tcp]
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -59,6 +60,7 @@ def plain_config(o: ExecOptions):
 
     from executors.defaults import parse_size
     from executors.docker.hardening import DEFAULTS, check_tmpfs, device_request
+    from executors.docker.publish import parse_publish
     from executors.docker.mounts import check_mount, parse_mount
     from executors.errors import InvalidConfig
 
@@ -83,6 +85,7 @@ def plain_config(o: ExecOptions):
         tmpfs = dict(check_tmpfs(t, o.force_unsafe_mounts) for t in o.tmpfs)
         if o.gpus is not None:
             device_request(o.gpus)
+        ports = [parse_publish(p) for p in o.publish]
     except ValueError as e:
         raise UsageError(str(e)) from None
     try:
@@ -95,6 +98,7 @@ def plain_config(o: ExecOptions):
                               lifecycle="per-call", cap_add=[], force_unsafe_mounts=o.force_unsafe_mounts,
                               session=os.urandom(6).hex(), ttl=(o.timeout or 86400) + 600, labels={},
                               tmpfs=tmpfs, shm_size=shm_size, gpus=o.gpus,
+                              publish=[tuple(p) for p in ports] if o.network != "none" else [],
                               entrypoint=None if o.entrypoint is None else [o.entrypoint] if o.entrypoint else [])
         for m in mounts:
             check_mount(m, o.force_unsafe_mounts)
@@ -231,10 +235,27 @@ def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
     # container is removed on the way out. While it runs they, QUIT, USR1, USR2 and WINCH are
     # passed on to it (as `docker run` does), and it is killed --stop-timeout seconds after one
     # that asks it to end.
-    with relayed() as relay, raw_terminal(0 if o.tty and o.interactive else None):
-        res = oneshot.run(Engine(path, o.host), cfg, o.cmd, stdin=stdin, on_output=gate.output, timeout=o.timeout,
-                          relay=relay, stop_timeout=o.stop_timeout, tty=terminal_size if o.tty else None)
+    engine = Engine(path, o.host)
+    with relayed() as relay, _published(engine, cfg, o) as on_start, \
+            raw_terminal(0 if o.tty and o.interactive else None):
+        res = oneshot.run(engine, cfg, o.cmd, stdin=stdin, on_output=gate.output, timeout=o.timeout,
+                          relay=relay, stop_timeout=o.stop_timeout, tty=terminal_size if o.tty else None,
+                          on_start=on_start)
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
+
+
+@contextmanager
+def _published(engine, cfg, o: ExecOptions):
+    """-p without egress (network none): the sandbox goes on a closed network of its own and
+    runner relays the ports (executors/docker/publish.py); yields what to call once it runs."""
+    if not o.publish or o.network != "none":
+        yield None
+        return
+    from executors.docker.publish import Relay, parse_publish
+
+    with Relay(engine, cfg.session, cfg.ttl, [parse_publish(p) for p in o.publish]) as r:
+        cfg.network = r.network
+        yield r.connect
 
 
 def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
@@ -242,8 +263,9 @@ def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     from executors.docker import DockerExecutor
     from executors.models import ExecRequest
 
-    if o.tty:
-        raise UsageError("-t/--tty: only with a local engine (unix socket), not over tcp:// or ssh://")
+    if o.tty or (o.publish and o.network == "none"):
+        raise UsageError("-t/--tty and -p without --network bridge: only with a local engine (unix socket), "
+                         "not over tcp:// or ssh://")
     cfg = build_config(o)
     ex = DockerExecutor(cfg, base_url=o.host)
     ex.start()  # checks engine and image; per-call creates nothing yet

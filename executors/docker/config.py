@@ -60,6 +60,8 @@ class SandboxConfig(BaseModel):
     gpus: str | None = Field(default=None, description="all, N or device=ID,...: GPUs through the engine's "
                              "device requests")
     entrypoint: list[str] | None = None
+    publish: list[tuple[str, int, int]] = Field(default_factory=list, description="(ip, host port, container "
+                                                "port): the engine's port bindings, on a network with egress")
     # Bookkeeping.
     session: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
     ttl: float = Field(default=24 * 3600, gt=0, description="seconds until `runner gc` may reap it")

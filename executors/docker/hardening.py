@@ -96,6 +96,8 @@ def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tu
                      working_dir=cfg.workdir, network_disabled=cfg.network == "none")
     if cfg.entrypoint is not None:
         container["entrypoint"] = list(cfg.entrypoint)
+    if cfg.publish:  # the engine's own port bindings: a network with egress only (publish.py)
+        container["ports"], host["port_bindings"] = publish_bindings(cfg.publish)
     return container, host
 
 
@@ -119,6 +121,15 @@ def check_tmpfs(spec: str, force: bool = False) -> tuple[str, str]:
         if o.split("=", 1)[0] not in TMPFS_OPTIONS:
             raise ValueError(f"bad --tmpfs option {o!r}: use {', '.join(TMPFS_OPTIONS)} (tmpfs is always nosuid,nodev)")
     return path, opts
+
+
+def publish_bindings(ports) -> tuple[dict, dict]:
+    """(ExposedPorts, PortBindings) of (ip, host port, container port) triples."""
+    exposed = {f"{port}/tcp": {} for _, _, port in ports}
+    bound: dict[str, list] = {}
+    for ip, host_port, port in ports:
+        bound.setdefault(f"{port}/tcp", []).append({"HostIp": ip, "HostPort": str(host_port or "")})
+    return exposed, bound
 
 
 def device_request(gpus: str) -> dict:

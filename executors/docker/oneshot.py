@@ -48,14 +48,16 @@ def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None, tt
 
 def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
         on_output: Callable[[str, bytes], None], timeout: float | None = None, relay=None,
-        stop_timeout: float = STOP_TIMEOUT, tty: "Callable[[], tuple[int, int] | None] | None" = None) -> Outcome:
+        stop_timeout: float = STOP_TIMEOUT, tty: "Callable[[], tuple[int, int] | None] | None" = None,
+        on_start: "Callable[[str], None] | None" = None) -> Outcome:
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
     comes; stdin is copied in until its end. The container is gone when this returns or raises.
     relay: signals to pass on to the command while it runs (runner.interrupts.Relay: its `fd`
     wakes the pump, take() lists them, `active` is set while they are passed on); one that asks
     it to end (END_SIGNALS) is followed by a kill stop_timeout seconds later if it still runs.
     tty: the container gets a terminal (its output one stream, "stdout"), sized tty() (rows,
-    columns; None: left as it is) at the start and at each SIGWINCH the relay hears.
+    columns; None: left as it is) at the start and at each SIGWINCH the relay hears. on_start(cid):
+    called once the container runs (publish.Relay.connect).
     Under crun where the engine offers it, else (crun could not start it) the engine's default
     (runtimes.started: nothing of the command had run)."""
     from .runtimes import StartFailed, chosen, started
@@ -64,12 +66,13 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
     runtime = chosen(cfg.runtime, key, lambda: engine.json("GET", "/info"))
     try:
         return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout,
-                                                                      relay, stop_timeout, tty))
+                                                                      relay, stop_timeout, tty, on_start))
     except StartFailed as e:
         raise e.error from None
 
 
-def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout, relay, stop_timeout, tty) -> Outcome:
+def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout, relay, stop_timeout, tty,
+         on_start=None) -> Outcome:
     from .engine import image_missing
 
     instance = os.urandom(6).hex()
@@ -87,13 +90,14 @@ def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout, relay, s
         except EngineUnavailable:
             in_flight = False
             raise
-        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time(), relay, stop_timeout, tty)
+        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time(), relay, stop_timeout, tty,
+                         on_start)
     finally:
         _remove(engine, cid, instance if in_flight and cid is None else None)
 
 
 def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float,
-              relay=None, stop_timeout: float = STOP_TIMEOUT, tty=None) -> Outcome:
+              relay=None, stop_timeout: float = STOP_TIMEOUT, tty=None, on_start=None) -> Outcome:
     """StartFailed: the engine would not start it (but for want of its user or group)."""
     from .runtimes import StartFailed
 
@@ -111,6 +115,8 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
                 return Outcome(NOT_STARTED_EXIT)
             if tty is not None:
                 _resize(engine, cid, tty())
+            if on_start is not None:
+                on_start(cid)
             stop_feeding = _feed(sock, stdin)
             if relay is not None:
                 relay.active = True

@@ -277,9 +277,11 @@ HOST_KEYS = {
     "oom_score_adj": ("OomScoreAdj", "truthy"),
     "shm_size": ("ShmSize", "truthy"),
     "device_requests": ("DeviceRequests", "truthy"),
+    "port_bindings": ("PortBindings", "truthy"),  # as the engine takes them (hardening.publish_bindings)
 }
 CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "labels": "Labels",
-                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled", "entrypoint": "Entrypoint"}
+                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled", "entrypoint": "Entrypoint",
+                  "ports": "ExposedPorts"}
 
 
 def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False, tty: bool = False) -> dict:
