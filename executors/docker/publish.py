@@ -112,18 +112,13 @@ class Relay:
                                     "egress needs a local engine whose bridges it can firewall")
         self.firewall.install_closed(bridge)
 
-    @property
-    def bound(self) -> list[tuple[str, int, int]]:
-        """(ip, host port, container port) of each listener (a HOSTPORT of 0 got a free one)."""
-        return [(p.ip, s.getsockname()[1], p.port) for p, s in zip(self.ports, self.listeners)]
-
     def connect(self, cid: str) -> None:
         """The container runs: relay every connection to its address on the network."""
         nets = (self.engine.json("GET", f"/containers/{cid}/json").get("NetworkSettings") or {}).get("Networks") or {}
         self.target = (nets.get(self.network) or {}).get("IPAddress") or None
         if not self.target:
             raise ExecutorError(f"the sandbox got no address on {self.network}: cannot relay its published ports")
-        for p, s in zip(self.ports, self.listeners):
+        for p, s in zip(self.ports, self.listeners, strict=True):
             threading.Thread(target=self._accept, args=(s, p.port), name="runner-publish", daemon=True).start()
 
     def _accept(self, listener: socket.socket, port: int) -> None:
