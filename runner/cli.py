@@ -111,6 +111,10 @@ def err(text: str) -> None:
              help="copy stdin in even when it is a terminal (a pipe or file is copied in either way)"),
          arg("--tty", "-t", action="store_true", help="a terminal in the container (-it: an interactive shell)"),
          arg("--rm", action="store_true", help="remove the container when it ends (always so unless -d)"),
+         arg("--detach", "-d", action="store_true",
+             help="start it and return its id (runner ps, logs, attach, stop); its logs bounded at 2 MiB"),
+         arg("--name", help="a name for a detached run (-d)"),
+         arg("--ttl", type=float, help="-d: seconds until `runner gc` may remove the run (default a day)"),
          arg("--entrypoint", help="run this instead of the image's ENTRYPOINT (\"\" clears it)"),
          many("--tmpfs", help="PATH[:OPTS], a tmpfs (nosuid,nodev,noexec unless exec; size as /tmp's unless "
                               "size=); repeatable"),
@@ -142,11 +146,59 @@ def exec_(a):
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
                        runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
                        stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty, entrypoint=a.entrypoint,
-                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus, publish=a.publish or [])
+                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus, publish=a.publish or [],
+                       detach=a.detach, name=a.name, rm=a.rm, ttl=a.ttl)
     return guarded_as(EXEC_FAULT, run, opts)
 
 
 EXEC_FAULT = exec_.usage_exit = 125  # `runner exec`'s own failures, as `docker run`'s
+
+
+@command("ps",
+         arg("--all", "-a", action="store_true", help="ended runs too"),
+         arg("--host", "-H", help=HOST_HELP))
+def ps(a):
+    """List runner's detached runs (`runner exec -d`)."""
+    from .detached import listing, printable_rows
+
+    for line in printable_rows(guarded_as(EXEC_FAULT, listing, a.host, a.all)):
+        sys.stdout.write(line + "\n")
+
+
+@command("logs",
+         arg("run", help="a detached run's name or id"),
+         arg("--follow", "-f", action="store_true", help="go on until the run ends"),
+         arg("--host", "-H", help=HOST_HELP))
+def logs(a):
+    """Print a detached run's output (its newest 2 MiB at most)."""
+    from .detached import logs as do_logs
+
+    return guarded_as(EXEC_FAULT, do_logs, a.host, a.run, a.follow)
+
+
+@command("stop",
+         arg("run", nargs="+", help="detached runs' names or ids"),
+         arg("--time", "-t", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)"),
+         arg("--host", "-H", help=HOST_HELP))
+def stop(a):
+    """Stop detached runs and remove them, logs included."""
+    from .detached import stop as do_stop
+
+    for run in a.run:
+        guarded_as(EXEC_FAULT, do_stop, a.host, run, a.time)
+
+
+@command("attach",
+         arg("run", help="a detached run's name or id"),
+         arg("--host", "-H", help=HOST_HELP))
+def attach(a):
+    """Attach to a detached run: its output here, stdin there (if started with -i), signals passed on."""
+    from .detached import attach as do_attach
+
+    return guarded_as(EXEC_FAULT, do_attach, a.host, a.run)
+
+
+ps.usage_exit = logs.usage_exit = stop.usage_exit = attach.usage_exit = EXEC_FAULT
 
 
 def _runner_args(executor_help="docker (default) or local"):

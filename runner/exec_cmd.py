@@ -36,6 +36,10 @@ class ExecOptions:
     shm_size: str | None = None
     gpus: str | None = None
     publish: list[str] = field(default_factory=list)  # [IP:]HOSTPORT:CONTAINERPORT[/tcp]
+    detach: bool = False  # -d: runner/detached.py
+    name: str | None = None
+    rm: bool = False  # with -d: removed when it ends
+    ttl: float | None = None  # with -d: seconds until `runner gc` may remove it
 
 
 def parse_env(items: list[str]) -> dict[str, str]:
@@ -127,6 +131,12 @@ def run(o: ExecOptions) -> int:
     """Run the command; return its exit status (124 on timeout, 137 on OOM)."""
     from executors.docker.wire import socket_path
 
+    if o.detach:
+        from .detached import start
+
+        return start(o, plain_config(o))
+    if o.name is not None or o.ttl is not None:
+        raise UsageError("--name and --ttl are for detached runs (-d)")
     path = socket_path(o.host)
     try:
         code, timed_out, oom = _run_local(o, path) if path is not None else _run_sdk(o)

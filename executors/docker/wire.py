@@ -102,6 +102,26 @@ class Engine:
             raise EngineRefused(status, message or f"HTTP {status}")
         return json.loads(data) if data.strip() else None
 
+    def stream(self, path: str) -> tuple[socket.socket, bytes]:
+        """GET path as a stream read to the engine's hang-up (HTTP/1.0: never chunked), e.g. a
+        container's logs: the socket, and what was read past the headers."""
+        sock = self._connect(None)
+        try:
+            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+            reader = _Reader(sock)
+            status, headers = reader.head()
+            if status >= 400:
+                data = reader.body(status, headers)
+                try:
+                    message = json.loads(data).get("message") or ""
+                except (ValueError, AttributeError):
+                    message = data.decode(errors="replace").strip()
+                raise EngineRefused(status, message or f"HTTP {status}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock, bytes(reader.buf)
+
     def hijack(self, path: str) -> tuple[socket.socket, bytes]:
         """POST path as an upgraded (hijacked) connection: the raw socket, and what was read past
         the engine's headers (the first bytes of the stream)."""
