@@ -64,7 +64,6 @@ def plain_config(o: ExecOptions):
 
     from executors.defaults import parse_size
     from executors.docker.hardening import DEFAULTS, check_tmpfs, device_request
-    from executors.docker.publish import parse_publish
     from executors.docker.mounts import check_mount, parse_mount
     from executors.errors import InvalidConfig
 
@@ -89,7 +88,11 @@ def plain_config(o: ExecOptions):
         tmpfs = dict(check_tmpfs(t, o.force_unsafe_mounts) for t in o.tmpfs)
         if o.gpus is not None:
             device_request(o.gpus)
-        ports = [parse_publish(p) for p in o.publish]
+        ports = []
+        if o.publish:  # (its module only when asked: the path of a plain run stays short)
+            from executors.docker.publish import parse_publish
+
+            ports = [parse_publish(p) for p in o.publish]
     except ValueError as e:
         raise UsageError(str(e)) from None
     try:
