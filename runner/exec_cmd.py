@@ -178,6 +178,7 @@ class StartGate:
     or printed it itself (it is passed on)."""
 
     PREFIX = b"[FATAL tini ("
+    MOST = 4096  # bytes held at most: a longer line is no init's
 
     def __init__(self, cmd: str) -> None:
         self.cmd = cmd
@@ -195,7 +196,7 @@ class StartGate:
             return
         buf = (self.held[1] if self.held else b"") + data
         self.held = (stream, buf)
-        if not (buf.startswith(self.PREFIX) or self.PREFIX.startswith(buf)):
+        if len(buf) > self.MOST or not (buf.startswith(self.PREFIX) or self.PREFIX.startswith(buf)):
             self._flush()
         elif b"\n" in buf:
             self.gating = False
@@ -266,8 +267,11 @@ def _published(engine, cfg, o: ExecOptions):
         return
     from executors.docker.publish import Relay, parse_publish
 
+    from executors.docker.egress import SANDBOX_DNS
+
     with Relay(engine, cfg.session, cfg.ttl, [parse_publish(p) for p in o.publish]) as r:
         cfg.network = r.network
+        cfg.dns = list(SANDBOX_DNS)  # the engine's resolver forwards unknown names upstream even here
         yield r.connect
 
 

@@ -219,6 +219,19 @@ def test_the_start_gate_replaces_only_the_inits_line(monkeypatch, capsys, pieces
     assert says in capsys.readouterr().err
 
 
+def test_the_start_gate_holds_little_and_not_for_long(monkeypatch):
+    """Output that only begins as the init's line is passed on once it is longer than any."""
+    from runner import exec_cmd
+
+    got = []
+    monkeypatch.setattr(exec_cmd, "_on_output", lambda stream, data: got.append(data))
+    gate = exec_cmd.StartGate("x")
+    gate.output("stdout", b"[FATAL tini (")
+    assert got == []
+    gate.output("stdout", b"x" * 5000)
+    assert b"".join(got) == b"[FATAL tini (" + b"x" * 5000  # before the end
+
+
 def _started(proc, docker_client) -> bytes:
     """Wait for the command's first line ("ready") and its running container."""
     line = proc.stdout.readline()

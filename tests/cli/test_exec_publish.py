@@ -84,6 +84,9 @@ def test_a_published_port_is_answered_from_the_host(docker_client, host_listener
     try:
         first = proc.stdout.readline()
         assert proc.stdout.readline() == b"ready\n"
+        if network == "none":  # upstream DNS a dead end, as the allowlist mode's inside network
+            (c,) = docker_client.api.containers(filters={"label": f"runner.owner.pid={proc.pid}"})
+            assert docker_client.api.inspect_container(c["Id"])["HostConfig"]["Dns"] == ["127.0.0.1"]
         with socket.create_connection(("127.0.0.1", port), timeout=10) as c:
             c.sendall(b"ping")
             answer = c.recv(100)
