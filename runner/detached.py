@@ -101,6 +101,8 @@ def _find(engine, ref: str) -> dict:
     """The container of one of runner's detached runs by name or id (a prefix of it)."""
     from executors.docker.wire import EngineRefused, quote
 
+    if not _NAME.match(ref):  # a name or an id: nothing else goes into the engine's URL
+        raise RunnerError(f"no detached run {ref!r} (`runner ps -a` lists them)")
     try:
         info = engine.json("GET", f"/containers/{quote(ref)}/json")
     except EngineRefused as e:

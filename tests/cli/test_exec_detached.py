@@ -88,6 +88,12 @@ def test_other_containers_are_left_alone(run_cli, docker_client, name):
     assert docker_client.api.inspect_container(c["Id"])  # still there
 
 
+@pytest.mark.parametrize("ref", ["../../info", "x/../y", ""])
+def test_a_run_is_named_by_a_name_or_id_only(run_cli, ref):
+    p = run_cli("logs", ref)
+    assert p.returncode == 125 and b"no detached run" in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("args, says", [
     (["-d", "--timeout", "5"], "-d with --timeout"),
     (["-d", "-p", "1234:80"], "-d with -p needs --network bridge"),
