@@ -135,9 +135,9 @@ def publish_bindings(ports) -> tuple[dict, dict]:
 def device_request(gpus: str) -> dict:
     """`--gpus all|N|device=ID[,ID...]` as the engine's DeviceRequest (docker's own grammar)."""
     if gpus == "all":
-        return {"Driver": "", "Count": -1, "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}}
+        return {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
     if gpus.isdigit() and int(gpus) > 0:
-        return {"Driver": "", "Count": int(gpus), "DeviceIDs": None, "Capabilities": [["gpu"]], "Options": {}}
+        return {"Driver": "", "Count": int(gpus), "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
     if gpus.startswith("device=") and all(gpus[len("device="):].split(",")):
         return {"Driver": "", "Count": 0, "DeviceIDs": gpus[len("device="):].split(","), "Capabilities": [["gpu"]],
                 "Options": {}}
