@@ -55,8 +55,8 @@ def pane(tmp_path):
     server = f"runner-test-{os.getpid()}"
     made = []
 
-    def start(*args: str) -> Pane:
-        runner = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "runner", "exec", *args))
+    def start(*args: str, command: str = "exec") -> Pane:
+        runner = " ".join(shlex.quote(x) for x in (sys.executable, "-m", "runner", command, *args))
         runner = f"sh -c {shlex.quote(f'echo $$ > {tmp_path}/pid; exec {runner}')}"
         script = (f'cd {shlex.quote(ROOT)}; before=$(stty -g); {runner}; echo "EXIT=$?"; '
                   '[ "$(stty -g)" = "$before" ] && echo SETTINGS-RESTORED; sleep 600')
@@ -128,6 +128,25 @@ def test_a_failure_before_the_start_leaves_the_terminal_as_it_was(pane):
     screen = p.shows("EXIT=125")
     assert "not on this engine" in screen
     p.shows("SETTINGS-RESTORED")
+
+
+def test_attach_to_a_detached_interactive_shell(pane, run_cli, docker_client):
+    name = f"runner-test-{os.getpid()}-attach"
+    started = run_cli("exec", "-dit", "--name", name, *shell())
+    assert started.returncode == 0, started.stderr
+    try:
+        p = pane(name, command="attach")
+        p.keys("Enter")  # its first prompt came before we attached: ask for another
+        p.prompts(1)
+        p.line("tty; stty size")
+        screen = p.prompts(2)
+        assert "/dev/pts/" in screen and "30 100" in screen, screen
+        p.line("exit 3")
+        p.shows("EXIT=3")
+        p.shows("SETTINGS-RESTORED")
+    finally:
+        run_cli("stop", "-t", "1", name)
+    assert docker_client.api.containers(all=True, filters={"name": name}) == []
 
 
 def test_it_with_a_pipe_on_stdin_is_refused(run_cli):
