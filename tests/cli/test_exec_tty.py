@@ -79,8 +79,8 @@ def shell(*extra: str) -> tuple[str, ...]:
 def test_an_interactive_shell_has_a_terminal_of_the_panes_size(pane):
     p = pane("-it", *shell())
     p.prompts(1)
-    p.line("tty; stty size")
-    screen = p.prompts(2)
+    p.line("tty; stty size; echo fin''ished")
+    screen = p.shows("finished")
     assert "/dev/pts/" in screen and "not a tty" not in screen, screen
     assert "30 100" in screen, screen
     p.tmux("resize-window", "-x", "120", "-y", "40")
@@ -137,9 +137,9 @@ def test_attach_to_a_detached_interactive_shell(pane, run_cli, docker_client):
     try:
         p = pane(name, command="attach")
         p.keys("Enter")  # its first prompt came before we attached: ask for another
-        p.prompts(1)
-        p.line("tty; stty size")
-        screen = p.prompts(2)
+        p.prompts(1)  # (the resize at the attach may redraw it: what follows waits for its own mark)
+        p.line("tty; stty size; echo fin''ished")
+        screen = p.shows("finished")
         assert "/dev/pts/" in screen and "30 100" in screen, screen
         p.line("exit 3")
         p.shows("EXIT=3")
