@@ -63,12 +63,15 @@ def pane(tmp_path):
         subprocess.run(["tmux", "-L", server, "-f", "/dev/null", "new-session", "-d", "-x", "100", "-y", "30",
                         "sh", "-c", script], check=True, timeout=30,
                        env={**os.environ, "TERM": "xterm"})
-        made.append(server)
-        return Pane(server)
+        pane = Pane(server)
+        made.append(pane.tmux("display-message", "-p", "#{socket_path}").strip())
+        return pane
 
     yield start
-    for s in made:
-        subprocess.run(["tmux", "-L", s, "kill-server"], capture_output=True, timeout=30)
+    for path in made:  # the server, and its socket (tmux leaves it behind)
+        subprocess.run(["tmux", "-S", path, "kill-server"], capture_output=True, timeout=30)
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def shell(*extra: str) -> tuple[str, ...]:
