@@ -128,3 +128,25 @@ def test_a_port_in_use_is_runners_failure(run_cli):
 def test_bad_publish_specs(run_cli, spec, says):
     p = run_cli("exec", "-p", spec, "--", "true")
     assert p.returncode == 125 and says in p.stderr.decode(), p.stderr
+
+
+def test_what_a_killed_run_left_is_found_by_gc(docker_client):
+    """runner killed outright (no clean-up): its network and firewall rules carry the allowlist
+    mode's names and labels, so gc's egress sweep removes them (asked here for this run's session
+    alone: other runs share this engine)."""
+    import signal
+
+    from executors.docker.egress import reap_orphans
+
+    proc = subprocess.Popen(runner_cmd("exec", "-p", f"{free_port()}:8000", "--", "sleep", "100"),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    (c,) = wait_for(lambda: docker_client.api.containers(filters={"label": f"runner.owner.pid={proc.pid}"}))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    session = c["Labels"]["runner.session"]
+    nets, rules = _left(docker_client, proc.pid)
+    assert len(nets) == 1 and rules, (nets, rules)
+    docker_client.api.remove_container(c["Id"], force=True)  # (the container sweep is gc's other step)
+    assert reap_orphans(docker_client, only={session}) == [(session, f"owner pid {proc.pid} is gone")]
+    assert _left(docker_client, proc.pid)[0] == []
+    assert f"runner-egress:{session}" not in subprocess.run(["iptables", "-S"], capture_output=True, text=True).stdout
