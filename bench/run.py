@@ -194,6 +194,8 @@ GOALS = [  # (what, runner's key, baseline's key, goal as a ratio or an absolute
     ("session start, cold (sandbox ready for calls)", "cold_start", None, "<= 150 ms"),
     ("session start from the warm pool", "warm_get", None, "<= 5 ms"),
     ("`runner exec -- true` / hardened `docker run --rm` (CLI)", "runner_exec", "docker_run_hardened", "<= 1.2x"),
+    ("`runner exec -it -- bash` / hardened `docker run -it` to the prompt", "runner_it_prompt", "docker_it_prompt",
+     "<= 1.1x"),
     ("`runner --help` (python -c pass beside it)", "help", "python_floor", "<= 80 ms"),
     ("  `runner exec --help`: argparse and one command's parser", "command_help", "python_floor", "-"),
 ]
@@ -263,7 +265,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
-    ap.add_argument("--only", default="", help="comma-separated sections: exec,tools,steps,custom,density,throughput,memory,peers,serve")
+    ap.add_argument("--only", default="", help="comma-separated sections: exec,tty,tools,steps,custom,density,throughput,memory,peers,serve")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -295,9 +297,10 @@ def main() -> None:
         sections.extend(out)
         print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
 
-    from bench import custom, flood, peers, scale, steps, tools
+    from bench import custom, flood, peers, scale, steps, tools, tty
 
     step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
+    step("tty", lambda: [("interactive: time to a shell prompt under a terminal", tty.prompt_section(n, results), [])])
     step("tools", lambda: tools.tools_section(n, results))
     step("steps", lambda: steps.steps_section(n))
     if not args.quick:

@@ -44,6 +44,22 @@ def fail(message: str, code: int = 1) -> SystemExit:
 
 def guarded(fn, *args, **kw):
     """Call fn; turn every expected error into one line on stderr and an exit code."""
+    return guarded_as(None, fn, *args, **kw)
+
+
+def guarded_as(fault, fn, *args, **kw):
+    """guarded(fn, ...), but with `fault` (when given) as the exit code of every failure of
+    runner's own, usage errors included (`runner exec`: 125, as `docker run`), but for an engine
+    that does not answer (69) and an interrupt (128 + its number)."""
+    try:
+        return _guarded(fn, *args, **kw)
+    except SystemExit as e:
+        if fault is not None and e.code in (1, 2):
+            raise SystemExit(fault) from None
+        raise
+
+
+def _guarded(fn, *args, **kw):
     from executors.errors import ExecutorError, InvalidConfig
 
     from .errors import RunnerError, UsageError
@@ -90,7 +106,24 @@ def err(text: str) -> None:
 @command("exec",
          arg("cmd", nargs="...",  # argparse.REMAINDER
              help="the command and its arguments, after --"),
-         arg("--image", "-i", help="image to run (never pulled; default runner/base)"),
+         arg("--image", "-I", help="image to run (never pulled; default runner/base)"),
+         arg("--interactive", "-i", action="store_true",
+             help="copy stdin in even when it is a terminal (a pipe or file is copied in either way)"),
+         arg("--tty", "-t", action="store_true", help="a terminal in the container (-it: an interactive shell)"),
+         arg("--rm", action="store_true", help="remove the container when it ends (always so unless -d)"),
+         arg("--detach", "-d", action="store_true",
+             help="start it and return its id (runner ps, logs, attach, stop); its logs bounded at 2 MiB"),
+         arg("--name", help="a name for a detached run (-d)"),
+         arg("--ttl", type=float, help="-d: seconds until `runner gc` may remove the run (default a day)"),
+         arg("--entrypoint", help="run this instead of the image's ENTRYPOINT (\"\" clears it)"),
+         many("--tmpfs", help="PATH[:OPTS], a tmpfs (nosuid,nodev,noexec unless exec; size as /tmp's unless "
+                              "size=); repeatable"),
+         arg("--shm-size", help="size of /dev/shm (default the engine's 64m)"),
+         many("--publish", "-p", help="[IP:]HOSTPORT:CONTAINERPORT[/tcp], bound to 127.0.0.1 unless IP is given; "
+                                      "egress stays none unless --network bridge; repeatable"),
+         arg("--gpus", help="GPUs to pass: all, N or device=ID[,ID...] (needs the engine's GPU runtime)"),
+         arg("--stop-timeout", type=float, default=10.0,
+             help="seconds a command asked to end by SIGTERM, SIGINT or SIGHUP has before it is killed (default 10)"),
          arg("--timeout", type=float, help="seconds; then the whole process tree is killed (exit 124)"),
          arg("--memory", help="memory limit, memory+swap equal (default 512m)"),
          arg("--cpus", type=float, help="CPU share (default 1)"),
@@ -111,8 +144,61 @@ def exec_(a):
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd  # everything after the options is CMD's, -- or not
     opts = ExecOptions(cmd=cmd, image=a.image, timeout=a.timeout, memory=a.memory, cpus=a.cpus, pids=a.pids,
                        network=a.network, mounts=a.mount or [], env=a.env or [], workdir=a.workdir, user=a.user,
-                       runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts)
-    return guarded(run, opts)
+                       runtime=a.runtime, host=a.host, force_unsafe_mounts=a.force_unsafe_mounts,
+                       stop_timeout=a.stop_timeout, interactive=a.interactive, tty=a.tty, entrypoint=a.entrypoint,
+                       tmpfs=a.tmpfs or [], shm_size=a.shm_size, gpus=a.gpus, publish=a.publish or [],
+                       detach=a.detach, name=a.name, rm=a.rm, ttl=a.ttl)
+    return guarded_as(EXEC_FAULT, run, opts)
+
+
+EXEC_FAULT = exec_.usage_exit = 125  # `runner exec`'s own failures, as `docker run`'s
+
+
+@command("ps",
+         arg("--all", "-a", action="store_true", help="ended runs too"),
+         arg("--host", "-H", help=HOST_HELP))
+def ps(a):
+    """List runner's detached runs (`runner exec -d`)."""
+    from .detached import listing, printable_rows
+
+    for line in printable_rows(guarded_as(EXEC_FAULT, listing, a.host, a.all)):
+        sys.stdout.write(line + "\n")
+
+
+@command("logs",
+         arg("run", help="a detached run's name or id"),
+         arg("--follow", "-f", action="store_true", help="go on until the run ends"),
+         arg("--host", "-H", help=HOST_HELP))
+def logs(a):
+    """Print a detached run's output (its newest 2 MiB at most)."""
+    from .detached import logs as do_logs
+
+    return guarded_as(EXEC_FAULT, do_logs, a.host, a.run, a.follow)
+
+
+@command("stop",
+         arg("run", nargs="+", help="detached runs' names or ids"),
+         arg("--time", "-t", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL (default 10)"),
+         arg("--host", "-H", help=HOST_HELP))
+def stop(a):
+    """Stop detached runs and remove them, logs included."""
+    from .detached import stop as do_stop
+
+    for run in a.run:
+        guarded_as(EXEC_FAULT, do_stop, a.host, run, a.time)
+
+
+@command("attach",
+         arg("run", help="a detached run's name or id"),
+         arg("--host", "-H", help=HOST_HELP))
+def attach(a):
+    """Attach to a detached run: its output here, stdin there (if started with -i), signals passed on."""
+    from .detached import attach as do_attach
+
+    return guarded_as(EXEC_FAULT, do_attach, a.host, a.run)
+
+
+ps.usage_exit = logs.usage_exit = stop.usage_exit = attach.usage_exit = EXEC_FAULT
 
 
 def _runner_args(executor_help="docker (default) or local"):
@@ -472,7 +558,8 @@ def parser(group, name, fn, arguments):
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # one line, as every other usage error: not the usage block first
-            raise fail(f"{self.prog[len('runner '):]}: {message} (`{self.prog} --help` shows the arguments)", 2)
+            raise fail(f"{self.prog[len('runner '):]}: {message} (`{self.prog} --help` shows the arguments)",
+                       getattr(fn, "usage_exit", 2))
 
     p = Parser(prog=" ".join(x for x in ("runner", group, name) if x), description=fn.__doc__, allow_abbrev=False)
     for names, kw in arguments:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command set-up for a fresh Debian machine (as root), idempotent: a second run takes seconds.
 #   - .venv/ with runner installed (editable) and its test dependencies
-#   - the Debian packages runner and its tests use (docker.io, debootstrap, busybox-static, ...)
+#   - the Debian packages runner and its tests use (docker.io, debootstrap, busybox-static, tmux, ...)
 #   - a Docker engine: used as it is when `docker info` answers, else dockerd is started
 #   - crun and gVisor's runsc registered as the engine's runtimes (crun only where it runs here)
 #   - the sandbox images, built offline (runner images build)
@@ -12,7 +12,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
-PACKAGES=(docker.io crun debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql)
+PACKAGES=(docker.io crun debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql tmux)
 
 # 1. Debian packages ------------------------------------------------------------------------
 missing=()

@@ -53,6 +53,15 @@ class SandboxConfig(BaseModel):
     seccomp_unconfined: bool = DEFAULTS["seccomp_unconfined"]
     init: bool = DEFAULTS["init"]
     force_unsafe_mounts: bool = False
+    # `runner exec`'s docker options (none by default).
+    tmpfs: dict[str, str] = Field(default_factory=dict, description="extra tmpfs mounts: path -> options "
+                                  "(hardening.check_tmpfs; always nosuid,nodev)")
+    shm_size: int | None = None
+    gpus: str | None = Field(default=None, description="all, N or device=ID,...: GPUs through the engine's "
+                             "device requests")
+    entrypoint: list[str] | None = None
+    publish: list[tuple[str, int, int]] = Field(default_factory=list, description="(ip, host port, container "
+                                                "port): the engine's port bindings, on a network with egress")
     # Bookkeeping.
     session: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
     ttl: float = Field(default=24 * 3600, gt=0, description="seconds until `runner gc` may reap it")

@@ -165,6 +165,22 @@ class Firewall:
             self._run(self.ip6tables, ["-I", fwd6, "1", "-i", bridge, *tag, "-j", "DROP"])
             self._run(self.ip6tables, ["-I", fwd6, "1", "-o", bridge, *tag, "-j", "DROP"])
 
+    def install_closed(self, bridge: str) -> None:
+        """A bridge with no egress whose sandboxes the host may still connect to (publish.py):
+        the host drops what the bridge sends it but the answers to the host's own connections,
+        and nothing is forwarded into or out of it."""
+        tag = ["-m", "comment", "--comment", self.comment]
+        for tool in filter(None, (self.iptables, self.ip6tables if self._ipv6_on() else None)):
+            fwd = self._forward_chain(tool)
+            rules = [
+                ("INPUT", ["-i", bridge, "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", *tag, "-j", "ACCEPT"]),
+                ("INPUT", ["-i", bridge, *tag, "-j", "DROP"]),
+                (fwd, ["-i", bridge, *tag, "-j", "DROP"]),
+                (fwd, ["-o", bridge, *tag, "-j", "DROP"]),
+            ]
+            for chain, spec in reversed(rules):
+                self._run(tool, ["-I", chain, "1", *spec])
+
     def rules(self) -> list[tuple[str, str]]:
         """(tool, '-A CHAIN ...') of every rule carrying this session's comment."""
         found = []

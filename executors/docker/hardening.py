@@ -69,7 +69,8 @@ def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tu
         cap_add=list(cfg.cap_add) or None,
         security_opt=security_opt,
         read_only=cfg.read_only_root,
-        tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim['tmpfs']},mode=1777"},
+        tmpfs={"/tmp": f"rw,nosuid,nodev,size={lim['tmpfs']},mode=1777",
+               **{path: f"{TMPFS_BASE},size={lim['tmpfs']},{opts}".rstrip(",") for path, opts in cfg.tmpfs.items()}},
         pids_limit=host_pids_limit(lim["pids"], runtime),
         mem_limit=lim["memory"],
         memswap_limit=lim["memory"],
@@ -85,11 +86,62 @@ def create_kwargs(cfg, labels: dict[str, str], runtime: str | None = None) -> tu
     )
     if runtime:
         host["runtime"] = runtime
+    if cfg.shm_size:
+        host["shm_size"] = cfg.shm_size
+    if cfg.gpus:
+        host["device_requests"] = [device_request(cfg.gpus)]
     if cfg.dns is not None:
         host["dns"] = list(cfg.dns)
     container = dict(image=cfg.image, user=cfg.user, environment=dict(cfg.env), labels=labels,
                      working_dir=cfg.workdir, network_disabled=cfg.network == "none")
+    if cfg.entrypoint is not None:
+        container["entrypoint"] = list(cfg.entrypoint)
+    if cfg.publish:  # the engine's own port bindings: a network with egress only (publish.py)
+        container["ports"], host["port_bindings"] = publish_bindings(cfg.publish)
     return container, host
+
+
+# Every extra tmpfs (--tmpfs PATH[:OPTS]) is mounted with these first, its size the sandbox's
+# tmpfs limit unless OPTS gives one; OPTS may add only TMPFS_OPTIONS (no suid, no dev).
+TMPFS_BASE = "rw,nosuid,nodev,noexec"
+TMPFS_OPTIONS = ("size", "mode", "uid", "gid", "exec", "noexec", "ro", "rw", "nr_inodes")
+
+
+def check_tmpfs(spec: str, force: bool = False) -> tuple[str, str]:
+    """'PATH[:OPTS]' -> (path, opts); ValueError for a relative path, one over the kernel's trees
+    (/proc, /sys, /dev: it would hide what they hold read-only) unless forced, or an option not
+    in TMPFS_OPTIONS."""
+    path, _, opts = spec.partition(":")
+    if not path.startswith("/") or path.rstrip("/") in ("", "/tmp") or ".." in path.split("/"):
+        raise ValueError(f"bad --tmpfs {spec!r}: give an absolute path in the container (not /, not /tmp)")
+    if not force and any(path == t or path.startswith(t + "/") for t in ("/proc", "/sys", "/dev")):
+        raise ValueError(f"refusing a tmpfs over {path}: it would hide what the kernel's trees hold read-only; "
+                         "force it only if you mean it (--force-unsafe-mounts)")
+    for o in filter(None, opts.split(",")):
+        if o.split("=", 1)[0] not in TMPFS_OPTIONS:
+            raise ValueError(f"bad --tmpfs option {o!r}: use {', '.join(TMPFS_OPTIONS)} (tmpfs is always nosuid,nodev)")
+    return path, opts
+
+
+def publish_bindings(ports) -> tuple[dict, dict]:
+    """(ExposedPorts, PortBindings) of (ip, host port, container port) triples."""
+    exposed = {f"{port}/tcp": {} for _, _, port in ports}
+    bound: dict[str, list] = {}
+    for ip, host_port, port in ports:
+        bound.setdefault(f"{port}/tcp", []).append({"HostIp": ip, "HostPort": str(host_port or "")})
+    return exposed, bound
+
+
+def device_request(gpus: str) -> dict:
+    """`--gpus all|N|device=ID[,ID...]` as the engine's DeviceRequest (docker's own grammar)."""
+    if gpus == "all":
+        return {"Driver": "", "Count": -1, "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
+    if gpus.isdigit() and int(gpus) > 0:
+        return {"Driver": "", "Count": int(gpus), "DeviceIDs": [], "Capabilities": [["gpu"]], "Options": {}}
+    if gpus.startswith("device=") and all(gpus[len("device="):].split(",")):
+        return {"Driver": "", "Count": 0, "DeviceIDs": gpus[len("device="):].split(","), "Capabilities": [["gpu"]],
+                "Options": {}}
+    raise ValueError(f"bad --gpus {gpus!r}: use all, a number, or device=ID[,ID...]")
 
 
 def bind_mount(m) -> dict:

@@ -53,6 +53,8 @@ def orphan_reason(labels: dict[str, str], now: float | None = None) -> str | Non
             return "expired"
     except ValueError:
         return "bad expiry label"
+    if labels.get(ROLE) == "detached":
+        return None  # `runner exec -d`: its owner left by design; only its expiry tells
     if labels.get(OWNER_HOST) != socket.gethostname():
         return None  # another machine's owner: only its expiry can tell
     try:

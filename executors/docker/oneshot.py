@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import select
+import signal
 import socket
 import threading
 import time
@@ -23,9 +24,11 @@ from ..defaults import NOT_STARTED_EXIT, OOM_EXIT, start_failure_message
 from ..errors import EngineUnavailable, SandboxGone
 from . import labels as L
 from .hardening import create_kwargs
-from .wire import Engine, EngineRefused, Frames, create_body, quote
+from .wire import Engine, EngineRefused, Frames, Raw, create_body, quote
 
 KILL_GRACE = 2.0  # seconds to drain output after the kill at a timeout
+STOP_TIMEOUT = 10.0  # seconds a command asked to end by a signal has before it is killed (docker's)
+END_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # the ones that ask it to end
 
 
 class Outcome(NamedTuple):
@@ -34,19 +37,27 @@ class Outcome(NamedTuple):
     oom_killed: bool = False
 
 
-def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None) -> dict:
+def body_for(cfg, argv: list[str], instance: str, runtime: str | None = None, tty: bool = False) -> dict:
     """The create body for cfg (a SandboxConfig or plain_config's object) running argv, attached
     with stdin open, labelled as the DockerExecutor labels a per-call container. runtime: where
     cfg names none (runtimes.chosen)."""
     labels = L.make_labels(cfg.session, cfg.ttl, role="call", extra={**cfg.labels, L.EXECUTOR: instance})
     container, host = create_kwargs(cfg, labels, runtime)
-    return create_body(container, host, argv, stdin_open=True)
+    return create_body(container, host, argv, stdin_open=True, tty=tty)
 
 
 def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
-        on_output: Callable[[str, bytes], None], timeout: float | None = None) -> Outcome:
+        on_output: Callable[[str, bytes], None], timeout: float | None = None, relay=None,
+        stop_timeout: float = STOP_TIMEOUT, tty: "Callable[[], tuple[int, int] | None] | None" = None,
+        on_start: "Callable[[str], None] | None" = None) -> Outcome:
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
     comes; stdin is copied in until its end. The container is gone when this returns or raises.
+    relay: signals to pass on to the command while it runs (runner.interrupts.Relay: its `fd`
+    wakes the pump, take() lists them, `active` is set while they are passed on); one that asks
+    it to end (END_SIGNALS) is followed by a kill stop_timeout seconds later if it still runs.
+    tty: the container gets a terminal (its output one stream, "stdout"), sized tty() (rows,
+    columns; None: left as it is) at the start and at each SIGWINCH the relay hears. on_start(cid):
+    called once the container runs (publish.Relay.connect).
     Under crun where the engine offers it, else (crun could not start it) the engine's default
     (runtimes.started: nothing of the command had run)."""
     from .runtimes import StartFailed, chosen, started
@@ -54,16 +65,18 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
     key = engine.base_url or ""
     runtime = chosen(cfg.runtime, key, lambda: engine.json("GET", "/info"))
     try:
-        return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout))
+        return started(runtime, cfg.runtime, key, lambda rt: _run(engine, cfg, argv, rt, stdin, on_output, timeout,
+                                                                      relay, stop_timeout, tty, on_start))
     except StartFailed as e:
         raise e.error from None
 
 
-def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout) -> Outcome:
+def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout, relay, stop_timeout, tty,
+         on_start=None) -> Outcome:
     from .engine import image_missing
 
     instance = os.urandom(6).hex()
-    body = body_for(cfg, argv, instance, runtime)
+    body = body_for(cfg, argv, instance, runtime, tty=tty is not None)
     cid = None
     in_flight = True  # a create may have reached the engine without its answer reaching us
     try:
@@ -77,12 +90,14 @@ def _run(engine: Engine, cfg, argv, runtime, stdin, on_output, timeout) -> Outco
         except EngineUnavailable:
             in_flight = False
             raise
-        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time())
+        return _attached(engine, cid, cfg, argv, stdin, on_output, timeout, time.time(), relay, stop_timeout, tty,
+                         on_start)
     finally:
         _remove(engine, cid, instance if in_flight and cid is None else None)
 
 
-def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float) -> Outcome:
+def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, started: float,
+              relay=None, stop_timeout: float = STOP_TIMEOUT, tty=None, on_start=None) -> Outcome:
     """StartFailed: the engine would not start it (but for want of its user or group)."""
     from .runtimes import StartFailed
 
@@ -98,8 +113,20 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
                     raise StartFailed(e) from None
                 on_output("stderr", start_failure_message(reason, argv[0], None, cfg.user).encode() + b"\n")
                 return Outcome(NOT_STARTED_EXIT)
-            _feed(sock, stdin)
-            timed_out = _pump(engine, cid, Frames(sock, early), on_output, timeout)
+            if tty is not None:
+                _resize(engine, cid, tty())
+            if on_start is not None:
+                on_start(cid)
+            stop_feeding = _feed(sock, stdin)
+            if relay is not None:
+                relay.active = True
+            try:
+                stream = Frames(sock, early) if tty is None else Raw(sock, early)
+                timed_out = _pump(engine, cid, stream, on_output, timeout, relay, stop_timeout, tty)
+            finally:
+                if relay is not None:
+                    relay.active = False
+                stop_feeding()
         finally:
             sock.close()
         code = _wait(engine, cid)
@@ -110,8 +137,10 @@ def _attached(engine: Engine, cid: str, cfg, argv, stdin, on_output, timeout, st
         raise SandboxGone("the Docker engine stopped answering (stopped or restarted?), and the sandbox with it") from None
 
 
-def _feed(sock: socket.socket, stdin: BinaryIO | None) -> None:
-    """Copy stdin into the container in a thread, then close its stdin (at once without one)."""
+def _feed(sock: socket.socket, stdin: BinaryIO | None) -> Callable[[], None]:
+    """Copy stdin into the container in a thread, then close its stdin (at once without one).
+    Returns what stops the copy (a stdin with a file descriptor is read raw, with select, so
+    the thread ends when told: no read left blocked at the interpreter's shutdown)."""
     def close() -> None:
         try:
             sock.shutdown(socket.SHUT_WR)
@@ -120,7 +149,13 @@ def _feed(sock: socket.socket, stdin: BinaryIO | None) -> None:
 
     if stdin is None:
         close()
-        return
+        return lambda: None
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        fd = None
+    if fd is not None:
+        return _feed_fd(sock, fd, close)
 
     def copy() -> None:
         try:
@@ -133,13 +168,58 @@ def _feed(sock: socket.socket, stdin: BinaryIO | None) -> None:
             close()
 
     threading.Thread(target=copy, name="runner-stdin", daemon=True).start()
+    return lambda: None
 
 
-def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | None) -> bool:
+def _feed_fd(sock: socket.socket, fd: int, close: Callable[[], None]) -> Callable[[], None]:
+    stop_r, stop_w = os.pipe()
+
+    def copy() -> None:
+        try:
+            while True:
+                ready, _, _ = select.select([fd, stop_r], [], [])
+                if stop_r in ready:
+                    return
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    break
+                sock.sendall(chunk)
+        except (OSError, ValueError):
+            pass  # the command closed its stdin or ended: nothing more to feed
+        finally:
+            close()
+            os.close(stop_r)
+
+    def stop() -> None:
+        try:
+            os.write(stop_w, b"x")
+        except OSError:
+            pass  # the copy ended already
+        os.close(stop_w)
+
+    threading.Thread(target=copy, name="runner-stdin", daemon=True).start()
+    return stop
+
+
+def _resize(engine: Engine, cid: str, size: "tuple[int, int] | None") -> None:
+    """Give the container's terminal size (rows, columns)."""
+    if not size:
+        return
+    try:
+        engine.json("POST", f"/containers/{cid}/resize?h={int(size[0])}&w={int(size[1])}")
+    except EngineRefused:
+        pass  # it ended meanwhile
+
+
+def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | None, relay=None,
+          stop_timeout: float = STOP_TIMEOUT, tty=None) -> bool:
     """Hand the output on until the stream ends; at the timeout kill the container and drain for
-    at most KILL_GRACE more. True if the timeout struck."""
+    at most KILL_GRACE more. True if the timeout struck. Signals the relay hears go to the
+    command; stop_timeout seconds after one of END_SIGNALS the container is killed."""
     deadline = None if timeout is None else time.monotonic() + timeout
     stop_at = None
+    grace = None  # when a command asked to end is killed
+    waits = [frames.sock] + ([relay.fd] if relay is not None and relay.fd is not None else [])
     while True:
         if not frames.pending():
             now = time.monotonic()
@@ -148,9 +228,21 @@ def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | 
                 stop_at = now + KILL_GRACE
             if stop_at is not None and now >= stop_at:
                 return True
-            until = stop_at if stop_at is not None else deadline
-            ready, _, _ = select.select([frames.sock], [], [], None if until is None else max(0.0, until - now))
-            if not ready:
+            if grace is not None and now >= grace:
+                _kill(engine, cid)
+                grace = None
+            until = min((t for t in (stop_at if stop_at is not None else deadline, grace) if t is not None),
+                        default=None)
+            ready, _, _ = select.select(waits, [], [], None if until is None else max(0.0, until - now))
+            if len(waits) > 1 and waits[1] in ready:
+                for signum in relay.take():
+                    if signum == signal.SIGWINCH and tty is not None:
+                        _resize(engine, cid, tty())
+                        continue
+                    _kill(engine, cid, signum)
+                    if signum in END_SIGNALS and grace is None:
+                        grace = time.monotonic() + stop_timeout
+            if frames.sock not in ready:
                 continue
         item = frames.frame()
         if item is None:
@@ -159,9 +251,10 @@ def _pump(engine: Engine, cid: str, frames: Frames, on_output, timeout: float | 
             on_output(*item)
 
 
-def _kill(engine: Engine, cid: str) -> None:
+def _kill(engine: Engine, cid: str, signum: int | None = None) -> None:
+    """Send the container signum (its init passes it to the command), SIGKILL by default."""
     try:
-        engine.json("POST", f"/containers/{cid}/kill")
+        engine.json("POST", f"/containers/{cid}/kill" + (f"?signal={int(signum)}" if signum else ""))
     except EngineRefused:
         pass  # it ended meanwhile
 

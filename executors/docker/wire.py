@@ -102,6 +102,26 @@ class Engine:
             raise EngineRefused(status, message or f"HTTP {status}")
         return json.loads(data) if data.strip() else None
 
+    def stream(self, path: str) -> tuple[socket.socket, bytes]:
+        """GET path as a stream read to the engine's hang-up (HTTP/1.0: never chunked), e.g. a
+        container's logs: the socket, and what was read past the headers."""
+        sock = self._connect(None)
+        try:
+            sock.sendall(f"GET {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode())
+            reader = _Reader(sock)
+            status, headers = reader.head()
+            if status >= 400:
+                data = reader.body(status, headers)
+                try:
+                    message = json.loads(data).get("message") or ""
+                except (ValueError, AttributeError):
+                    message = data.decode(errors="replace").strip()
+                raise EngineRefused(status, message or f"HTTP {status}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock, bytes(reader.buf)
+
     def hijack(self, path: str) -> tuple[socket.socket, bytes]:
         """POST path as an upgraded (hijacked) connection: the raw socket, and what was read past
         the engine's headers (the first bytes of the stream)."""
@@ -233,6 +253,25 @@ class Frames:
         return len(self.buf) >= 8 and len(self.buf) >= 8 + struct.unpack(">L", self.buf[4:8])[0]
 
 
+class Raw(Frames):
+    """The attach stream of a container with a terminal: not multiplexed, one stream of bytes
+    (the terminal's), handed on as "stdout" as it comes."""
+
+    def frame(self) -> tuple[str, bytes] | None:
+        if self.buf:
+            data = bytes(self.buf)
+            self.buf.clear()
+            return "stdout", data
+        try:
+            data = self.sock.recv(65536)
+        except OSError:
+            return None
+        return ("stdout", data) if data else None
+
+    def pending(self) -> bool:
+        return bool(self.buf)
+
+
 # docker-py's host_config arguments (what hardening.create_kwargs gives) -> the Engine API's
 # HostConfig keys, each set as docker.types.HostConfig sets it: "set" when not None, "truthy" when
 # truthy. An argument missing here is refused, never dropped: a new hardening setting must be
@@ -256,16 +295,20 @@ HOST_KEYS = {
     "dns": ("Dns", "set"),
     "readonly_paths": ("ReadonlyPaths", "set"),
     "oom_score_adj": ("OomScoreAdj", "truthy"),
+    "shm_size": ("ShmSize", "truthy"),
+    "device_requests": ("DeviceRequests", "truthy"),
+    "port_bindings": ("PortBindings", "truthy"),  # as the engine takes them (hardening.publish_bindings)
 }
 CONTAINER_KEYS = {"image": "Image", "user": "User", "environment": "Env", "labels": "Labels",
-                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled"}
+                  "working_dir": "WorkingDir", "network_disabled": "NetworkDisabled", "entrypoint": "Entrypoint",
+                  "ports": "ExposedPorts"}
 
 
-def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False) -> dict:
+def create_body(container: dict, host: dict, command: list[str], stdin_open: bool = False, tty: bool = False) -> dict:
     """The body of POST /containers/create for hardening.create_kwargs' (container, host)
     arguments, as docker-py's create_container(**container, command=, stdin_open=,
     host_config=create_host_config(**host), use_config_proxy=False) sends it (attached, not
-    detached; no tty; no proxies from the user's docker configuration)."""
+    detached; no tty unless asked; no proxies from the user's docker configuration)."""
     hc = {}
     for arg, value in host.items():
         if arg not in HOST_KEYS:
@@ -278,8 +321,8 @@ def create_body(container: dict, host: dict, command: list[str], stdin_open: boo
                 hc[key] = {"Type": value.get("type", value.get("Type")), "Config": value.get("config", value.get("Config")) or {}}
         elif (rule == "set" and value is not None) or (rule == "truthy" and value):
             hc[key] = value
-    body = {"Tty": False, "OpenStdin": stdin_open, "StdinOnce": stdin_open, "AttachStdin": stdin_open,
-            "AttachStdout": True, "AttachStderr": True, "Cmd": list(command), "HostConfig": hc}
+    body = {"Tty": tty, "OpenStdin": stdin_open, "StdinOnce": stdin_open, "AttachStdin": stdin_open,
+            "AttachStdout": True, "AttachStderr": True, "Cmd": list(command) or None, "HostConfig": hc}
     for arg, value in container.items():
         if arg not in CONTAINER_KEYS:
             raise ValueError(f"create_body: container argument {arg!r} has no Engine API key here (wire.CONTAINER_KEYS)")

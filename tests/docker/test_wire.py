@@ -153,10 +153,13 @@ LOOSENINGS = [
     {"init": False, "runtime": "runsc", "dns": ["127.0.0.1"], "network": "bridge"},
     {"limits": {"memory": "96m", "cpus": 0.5, "pids": 50, "tmpfs": "16m"}, "user": "1234:1234", "workdir": "/data",
      "env": {"A": "1", "B": "two words"}, "labels": {"runner.tenant": "t1"}},
+    {"tmpfs": {"/scratch": "size=8m,exec"}, "shm_size": 96 * 2**20, "gpus": "device=0,1", "entrypoint": ["sh"],
+     "publish": [("127.0.0.1", 8080, 80), ("0.0.0.0", 0, 81)], "network": "bridge"},
 ]
 
 
-@pytest.mark.parametrize("fields", LOOSENINGS, ids=["hardened", "caps-and-root", "init-runtime-dns", "limits-env"])
+@pytest.mark.parametrize("fields", LOOSENINGS, ids=["hardened", "caps-and-root", "init-runtime-dns", "limits-env",
+                                                    "exec-run-options"])
 def test_the_wire_body_is_the_sdk_body(tmp_path, fields):
     from executors.docker import Mount, SandboxConfig
 
@@ -185,7 +188,9 @@ def test_the_wire_body_is_the_sdk_body(tmp_path, fields):
     {},
     {"memory": "96m", "cpus": 0.5, "pids": 50, "env": ["GREETING=hi there"], "workdir": "/w", "user": "1234:1234",
      "network": "bridge", "runtime": "runsc", "image": "busybox"},
-], ids=["defaults", "options"])
+    {"tmpfs": ["/scratch:size=8m", "/run/x"], "shm_size": "96m", "gpus": "all", "entrypoint": "", "network": "bridge",
+     "publish": ["127.0.0.1:8080:80", "81:81/tcp"]},
+], ids=["defaults", "options", "run-options"])
 def test_exec_plain_config_makes_the_sandbox_config_body(tmp_path, opts):
     """`runner exec`'s stdlib config (plain_config) and its SandboxConfig (build_config, the SDK
     path's) give the same body: the defaults live once (hardening.DEFAULTS, defaults.py)."""
