@@ -14,7 +14,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ErrorType, RunnerError
 from .results import ToolResult
@@ -55,13 +55,24 @@ class RemoteRunner:
         q = f"?policy={urllib.parse.quote(self.policy)}" if self.policy else ""
         return self._request("GET", "/v1/tools" + q)
 
-    def call(self, tool: str, args: dict | None = None) -> ToolResult:
+    def call(self, tool: str, args: dict | None = None, *,
+             on_output: Callable[[str], None] | None = None) -> ToolResult:
+        """As Runner.call. on_output: given a streaming tool's output as the server relays it (the
+        `output` events of calls?stream=true: redacted, the newest kept if this reader falls
+        behind), on this thread; one that raises is given nothing more, and the result's meta
+        says `on_output_error`."""
         self.start()
+        path = f"/v1/sessions/{self.session_id}/calls"
+        relay = None if on_output is None else _Guarded(on_output)
         try:
-            out = self._request("POST", f"/v1/sessions/{self.session_id}/calls", {"tool": tool, "args": args or {}})
+            out = self._request("POST", path + ("?stream=true" if relay else ""), {"tool": tool, "args": args or {}},
+                                events=relay)
         except _RateLimited as e:
             return ToolResult.error(str(e), error_type=ErrorType.GATED, retry_after=e.retry_after)
-        return ToolResult.model_validate(out)
+        res = ToolResult.model_validate(out)
+        if relay is not None and relay.error is not None:
+            res.meta["on_output_error"] = relay.error
+        return res
 
     def put_file(self, path: str, data: bytes) -> None:
         self.start()
@@ -72,13 +83,18 @@ class RemoteRunner:
         return self._request("GET", f"/v1/sessions/{self.session_id}/files/{urllib.parse.quote(path)}", want_raw=True)
 
     # -- HTTP ---------------------------------------------------------------------------
-    def _request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, want_raw: bool = False):
+    def _request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None, want_raw: bool = False,
+                 events: "_Guarded | None" = None):
+        """The answer's JSON (or bytes: want_raw). events: the answer is a stream of server-sent
+        events; its `output` texts go to events, its `result` is the answer, an `error` raises."""
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.url + path, data=data, method=method, headers={
             "Authorization": f"Bearer {self.key}",
             "Content-Type": "application/octet-stream" if raw is not None else "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                if events is not None:
+                    return _result_of_events(resp, events, f"{self.url} {method} {path.split('?')[0]}")
                 payload = resp.read()
         except urllib.error.HTTPError as e:
             detail = _detail(e.read())
@@ -90,6 +106,41 @@ class RemoteRunner:
         if want_raw:
             return payload
         return json.loads(payload) if payload else None
+
+
+class _Guarded:
+    """A caller's on_output: dropped at its first exception, which is kept for the result's meta."""
+
+    def __init__(self, fn: Callable[[str], None]) -> None:
+        self.fn, self.error = fn, None
+
+    def __call__(self, text: str) -> None:
+        if self.fn is None or not text:
+            return
+        try:
+            self.fn(text)
+        except Exception as e:
+            self.fn, self.error = None, f"{type(e).__name__}: {e}"[:500]
+
+
+def _result_of_events(resp, on_output: _Guarded, what: str) -> dict:
+    """Read `event:`/`data:` blocks (runner serve's, one JSON line of data each) until the result."""
+    name = data = None
+    for raw in resp:
+        line = raw.decode("utf-8", "replace").rstrip("\r\n")
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+        elif not line and name is not None:
+            if name == "output":
+                on_output(data.get("text", "") if isinstance(data, dict) else "")
+            elif name == "result":
+                return data
+            elif name == "error":
+                raise RunnerError(f"{what}: {data.get('detail') if isinstance(data, dict) else data}")
+            name = data = None
+    raise RunnerError(f"{what}: the event stream ended before the call's result")
 
 
 class _RateLimited(RunnerError):

@@ -14,13 +14,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from .results import ToolResult
 
-STREAMING_TOOLS = {"bash", "exec"}
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
 
 
@@ -82,7 +81,7 @@ class Runner:
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
         self.store = ResultStore(keep=caps.keep)
-        self.store.redactor = self.redactor  # what it relays as the output streams is redacted too
+        self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
         self._lock = threading.RLock()
         self._count = 0
@@ -190,8 +189,17 @@ class Runner:
         executor is no sandbox) and its placement's (a sandbox that runs as root)."""
         return self.policy.warnings() + self.session.placement.warnings()
 
-    def call(self, tool: str, args: dict | None = None, *, call_id: str | None = None) -> ToolResult:
-        """Run one tool call. Never raises for a tool's failure: that is a result with is_error."""
+    def call(self, tool: str, args: dict | None = None, *, call_id: str | None = None,
+             on_output: Callable[[str], None] | None = None) -> ToolResult:
+        """Run one tool call. Never raises for a tool's failure: that is a result with is_error.
+
+        on_output(text): given a streaming tool's output (its spec's `streams`: bash, exec, a
+        dialect's tool that runs one of them) as it is produced, in order, before call returns,
+        on the thread that called call. The text is redacted as the result is (a secret split
+        across pieces included: a piece that may be the start of one waits for the next), so
+        the pieces joined are the output redacted, not cut to the answer's caps. A callback that
+        raises an Exception is given nothing more of that call; the call runs on, and its
+        result's meta has `on_output_error` (the exception's type and text)."""
         with self._lock:
             if self._closed:
                 raise RunnerError("this Runner is closed")
@@ -202,8 +210,8 @@ class Runner:
             args = args if args is not None else {}
             # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
             try:
-                result = (self.dialect.call(self, tool, args, call_id, meta) if self.dialect is not None
-                          else self._call(tool, args, call_id, meta))
+                result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
+                          else self._call(tool, args, call_id, meta, on_output))
             finally:
                 if self._may_have_written:
                     self._may_have_written = False
@@ -218,9 +226,11 @@ class Runner:
                                          dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
             return result
 
-    def _call(self, tool: str, args: Any, call_id: str, meta: dict) -> ToolResult:
+    def _call(self, tool: str, args: Any, call_id: str, meta: dict,
+              on_output: Callable[[str], None] | None = None) -> ToolResult:
         """The guard pipeline (runner/guards.py), then the tool: custom ones in the sandbox,
-        result and refresh_tools here, host commands over SSH, the rest in the sandbox."""
+        result and refresh_tools here, host commands over SSH, the rest in the sandbox.
+        on_output: call's, given the output of a tool that streams (its spec says)."""
         from . import guards
 
         spec = self._spec(tool)
@@ -245,18 +255,19 @@ class Runner:
         if tool == "refresh_tools":
             report = self.refresh_tools()["report"]
             return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()) + "\n" + report)
-        if tool in STREAMING_TOOLS or "timeout" in args:
+        streams = spec.streams
+        if streams or "timeout" in args:
             requested = args.get("timeout")
             args["timeout"] = self.policy.limits.timeout_for(tool, requested)
             if requested is not None and args["timeout"] < requested:
                 meta["timeout_capped_to"] = args["timeout"]
-        if tool in STREAMING_TOOLS and self.policy.host_commands:
+        if streams and self.policy.host_commands:
             from . import hostroute
 
             host_rules = hostroute.rules(self.policy)
             if hostroute.wants_host(args["command"], host_rules):
-                return self._run_on_host(tool, args, call_id, host_rules)
-        return self._run_in_sandbox(tool, args, call_id)
+                return self._run_on_host(tool, args, call_id, host_rules, on_output)
+        return self._run_in_sandbox(tool, args, call_id, streams, on_output if streams else None)
 
     def _spec(self, tool: Any):
         """The ToolSpec of a tool name: a custom tool first (it may shadow a built-in when the
@@ -290,7 +301,7 @@ class Runner:
                 over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
         return self._guard_ctx
 
-    def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
+    def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules, on_output=None) -> ToolResult:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
@@ -320,10 +331,10 @@ class Runner:
             return ToolResult.error(str(e), error_type=ErrorType.GATED)
         if self._host_exec is None:
             self._host_exec = SSHExecutor(SSHConfig(**host.model_dump(exclude={"runner"})))
-        sink = self.store.sink(call_id, self.stream_caps)
+        sink = self.store.sink(call_id, self.stream_caps, on_output)
         err = [] if args.get("separate_stderr") else None
 
-        def on_output(stream: str, data: bytes) -> None:
+        def from_host(stream: str, data: bytes) -> None:
             if err is not None and stream == "stderr":
                 err.append(data)
             else:
@@ -334,7 +345,7 @@ class Runner:
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
             with self.placement.frozen():
-                res = self._host_exec.exec(req, on_output=on_output)
+                res = self._host_exec.exec(req, on_output=from_host)
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)
@@ -419,18 +430,21 @@ class Runner:
         return ToolResult(content=text)
 
     # -- sandboxes ----------------------------------------------------------------------
-    def _run_in_sandbox(self, tool: str, args: dict, call_id: str) -> ToolResult:
-        """One op in a sandbox of the session, its output streamed into the result store."""
+    def _run_in_sandbox(self, tool: str, args: dict, call_id: str, streams: bool = False,
+                        on_output: Callable[[str], None] | None = None) -> ToolResult:
+        """One op in a sandbox of the session, its output streamed into the result store (and
+        to on_output). streams: the tool's output comes as it is produced (its spec's caps)."""
         from .sandbox import NoSandbox, SandboxDied
 
         timeout = float(args.get("timeout") or self.policy.limits.timeout) + CALL_GRACE
-        caps = self.stream_caps if tool in STREAMING_TOOLS else Caps(OTHER_MAX_CHARS, None)
-        sink = self.store.sink(call_id, caps)
+        caps = self.stream_caps if streams else Caps(OTHER_MAX_CHARS, None)
+        sink = self.store.sink(call_id, caps, on_output)
         try:
             msg = self.session.run(call_id, tool, args, timeout, on_output=sink.write)
         except NoSandbox as e:
             return ToolResult.error(str(e), error_type=ErrorType.EXECUTION)
         except SandboxDied as e:
+            sink.finish()  # what on_output has not been given yet (a held last line) goes to it now
             return ToolResult.error(f"the sandbox died during this call ({e}). Nothing of this call can be trusted "
                                     "to have completed; a fresh sandbox will serve the next call.",
                                     error_type=ErrorType.EXECUTION)

@@ -8,7 +8,6 @@ a vanished client never waits for a tool to finish before its sandbox is removed
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import functools
 import json
@@ -21,8 +20,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
 import anyio.to_thread
 import mcp_types as types
 from mcp.server.lowlevel.server import NotificationOptions, Server
@@ -34,7 +31,6 @@ from .results import ImageBlock, ToolResult
 from .turns import Stoppable, in_turn
 
 SESSION_HEADER = "mcp-session-id"
-PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")  # hosts a server may listen on without a warning
 
@@ -79,7 +75,6 @@ class Session:
         self.runner = runner
         self._release = release  # called once, when the session ends (the registry's admission)
         self._lock = threading.Lock()
-        self._relay: Callable[[str], None] | None = None
         self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
         self.turn: anyio.Semaphore | None = None  # whose request runs next (made in the event loop)
         self._told_skipped = False
@@ -94,17 +89,10 @@ class Session:
                 raise NoSandbox("this MCP session has ended and its sandbox was removed: start a new session")
             if self.runner is None:
                 self.runner = self._make()
-            self.runner.store.on_output = self._on_output
             try:
                 yield self.runner
             finally:
-                self._relay = None
                 self.last_used = time.monotonic()
-
-    def _on_output(self, call_id: str, text: str) -> None:
-        relay = self._relay
-        if relay is not None:
-            relay(text)
 
     def tools(self) -> list[dict]:
         with self._runner() as r:
@@ -118,21 +106,16 @@ class Session:
                                                f"{e.get('error')}") + "\n")
             return tools
 
-    def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None,
+    def call(self, name: str, args: dict, on_output: Callable[[str], None] | None = None,
              stop: Stoppable | None = None) -> tuple[ToolResult, bool]:
-        """(the result, whether the tool list changed). relay receives bash's output as it comes.
-        stop: the request's, stopped when its client cancels it."""
-        from .core import STREAMING_TOOLS
-
+        """(the result, whether the tool list changed). on_output: Runner.call's (a streaming
+        tool's output, redacted, as it comes). stop: the request's, stopped when its client cancels it."""
         with self._runner() as r:
             if stop is not None and not stop.begin(r.session):
                 raise NoSandbox("the client cancelled this call before it began")
             try:
                 before = mcp_tools(r) if name == "refresh_tools" else None
-                d = getattr(r, "dialect", None)
-                native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
-                self._relay = relay if native in STREAMING_TOOLS else None
-                result = r.call(name, args)
+                result = r.call(name, args, on_output=on_output)
                 return result, before is not None and mcp_tools(r) != before
             finally:
                 if stop is not None:
@@ -185,72 +168,17 @@ def error_result(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
 
 
-class ProgressRelay:
-    """Tool output (arriving on a worker thread) sent as progress notifications of one request.
-
-    The worker only appends to a bounded buffer and wakes the sender: a slow client never stalls
-    the tool, it gets the newest output and a note of what was dropped."""
-
-    def __init__(self, report: Callable[..., Any]) -> None:
-        self.report = report
-        self.token = anyio.lowlevel.current_token()
-        self._send, self._receive = anyio.create_memory_object_stream[None](1)
-        self._lock = threading.Lock()
-        self._pending: collections.deque[str] = collections.deque()
-        self._pending_chars = 0
-        self._dropped = 0
-        self.total = 0
-
-    def feed(self, text: str) -> None:  # on the worker thread
-        with self._lock:
-            self.total += len(text)
-            self._pending.append(text)
-            self._pending_chars += len(text)
-            while self._pending_chars > PENDING_PROGRESS_CHARS:
-                old = self._pending.popleft()
-                if not self._pending:  # one piece larger than the bound: keep its end
-                    self._pending.append(old[-PENDING_PROGRESS_CHARS:])
-                    self._dropped += len(old) - PENDING_PROGRESS_CHARS
-                    self._pending_chars = PENDING_PROGRESS_CHARS
-                    break
-                self._pending_chars -= len(old)
-                self._dropped += len(old)
+async def relay_progress(relay, report: Callable[..., Any]) -> None:
+    """A call's output (runner/relay.py's OutputRelay) sent as progress notifications of its
+    request, each chunk a message, its progress the characters of output so far. A report that
+    fails (the client went away) ends the sending, not the call: the rest is taken and dropped."""
+    async for text in relay.chunks():
+        if report is None:
+            continue
         try:
-            anyio.from_thread.run_sync(self._wake, token=self.token)
-        except Exception:  # the loop is gone (shutting down): nothing to relay to
-            pass
-
-    def _wake(self) -> None:
-        try:
-            self._send.send_nowait(None)
-        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass
-
-    def _take(self) -> tuple[str, int]:
-        with self._lock:
-            text = "".join(self._pending)
-            if self._dropped:
-                text = f"[... {self._dropped} characters of output not relayed ...]\n" + text
-            self._pending.clear()
-            self._pending_chars = self._dropped = 0
-            return text, self.total
-
-    async def _flush(self) -> None:
-        text, total = self._take()
-        if text and self.report is not None:
-            try:
-                await self.report(total, None, text)
-            except Exception:  # the client went away: the call goes on, its progress is dropped
-                self.report = None
-
-    async def run(self) -> None:
-        async with self._receive:
-            async for _ in self._receive:
-                await self._flush()
-        await self._flush()
-
-    def stop(self) -> None:
-        self._send.close()
+            await report(relay.through, None, text)
+        except Exception:
+            report = None
 
 
 Enter = Callable[[Any, bool], Any]  # async (ctx, is_call) -> what releases the place taken; raises Refused
@@ -315,12 +243,14 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: in
                 release()
 
     async def call_in_session(ctx, name: str, args: dict) -> types.CallToolResult:
-        relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
+        from .relay import OutputRelay
+
+        relay = OutputRelay() if progress_token_from_params(ctx.params) is not None else None
         out: dict[str, Any] = {}
         stop = Stoppable()
         async with anyio.create_task_group() as tg:
             if relay is not None:
-                tg.start_soon(relay.run)
+                tg.start_soon(relay_progress, relay, ctx.session.report_progress)
             try:
                 out["result"], out["changed"] = await in_session(ctx, Session.call, name, args,
                                                                  relay.feed if relay else None, stop, abandon=True)
@@ -335,7 +265,7 @@ def build_server(session_for: Callable[[Any], tuple[Session, bool]], threads: in
                 out["error"] = f"runner could not run {name}: {type(e).__name__}: {e}"
             finally:
                 if relay is not None:
-                    relay.stop()
+                    relay.close()
         if "error" in out:
             return error_result(out["error"])
         if out["changed"]:

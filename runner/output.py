@@ -46,11 +46,7 @@ class ResultStore:
         self._dir_lock = threading.Lock()
         self._owner = 0  # the pid that made the directory: only it removes it
         self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
-        # Sees every piece of output as it arrives, as (call_id, text): `runner mcp` relays it as
-        # progress. It runs on the thread that reads the tool's output and must not raise. It
-        # sees the text redacted (by `redactor`, the session's): streamed output leaves the controller.
-        self.on_output: Callable[[str, str], None] | None = None
-        self.redactor = None
+        self.redactor = None  # the session's (Runner sets it): what a sink gives on_output is redacted by it
 
     @property
     def dir(self) -> Path:
@@ -68,7 +64,9 @@ class ResultStore:
     def path(self, call_id: str) -> Path:
         return self.dir / _file_name(call_id)
 
-    def sink(self, call_id: str, caps: Caps) -> "OutputSink":
+    def sink(self, call_id: str, caps: Caps, on_output: Callable[[str], None] | None = None) -> "OutputSink":
+        """Where one call's output goes. on_output (Runner.call's): given the output as it is
+        written, redacted by the store's redactor (a secret split across writes included)."""
         d = self._dir
         if d is not None and (self._indexes or self._kept):
             # An earlier output of this id goes now, its index and its bytes with it: the new one
@@ -85,13 +83,13 @@ class ResultStore:
 
         # the file's name is worked out only when the output spills (most never do)
         take = None if self.keep is None else (lambda n: self._take(call_id, n))
-        stream = None
-        if self.on_output is not None:
+        sink = OutputSink(lambda: self.path(call_id), call_id, caps, on_spill=kept, take=take)
+        if on_output is not None:
             from .redact import Redactor, StreamRedactor
 
-            relay = self.on_output
-            stream = StreamRedactor(self.redactor or Redactor(), lambda text: relay(call_id, text) if text else None)
-        return OutputSink(lambda: self.path(call_id), call_id, caps, stream=stream, on_spill=kept, take=take)
+            sink.on_output = on_output
+            sink.stream = StreamRedactor(self.redactor or Redactor(), sink._give)
+        return sink
 
     def _take(self, call_id: str, n: int) -> int:
         """How many of n more bytes of call_id's output may go to disk under keep (counted)."""
@@ -209,12 +207,13 @@ class OutputSink:
     to a spill file on disk, so memory stays flat however much arrives."""
 
     def __init__(self, place: Callable[[], Path], call_id: str, caps: Caps,
-                 stream=None,
                  on_spill: "Callable[[Path, LineIndex], None] | None" = None,
                  take: "Callable[[int], int] | None" = None) -> None:
         self.place, self.call_id, self.caps = place, call_id, caps
         self.path: Path | None = None  # the spill's, once there is one
-        self.stream = stream  # a StreamRedactor to the relay of streamed output, or None
+        self.stream = None  # a StreamRedactor to _give, when the caller asked for the output as it comes
+        self.on_output: Callable[[str], None] | None = None  # the caller's (ResultStore.sink)
+        self.output_error: str | None = None  # what on_output raised: it was given no more of this output
         self.on_spill = on_spill
         self.take = take  # how many bytes of a piece may go to disk (ResultStore._take); None: all
         self.index = LineIndex()  # of what went to disk
@@ -264,6 +263,17 @@ class OutputSink:
             self.index.feed(data)
             self.f.write(data)
 
+    def _give(self, text: str) -> None:
+        """Redacted text to the caller's on_output. One that raises (an Exception) is dropped for
+        the rest of this output and noted (finish's meta: on_output_error); the call goes on."""
+        if not text or self.on_output is None:
+            return
+        try:
+            self.on_output(text)
+        except Exception as e:
+            self.on_output = None
+            self.output_error = f"{type(e).__name__}: {e}"[:500]
+
     @property
     def lines(self) -> int:
         return self.newlines + (0 if self.ends_with_newline else 1) if self.chars else 0
@@ -275,6 +285,8 @@ class OutputSink:
         if self.stream is not None:
             self.stream.flush()
             self.stream = None
+        if self.output_error is not None:
+            meta["on_output_error"] = self.output_error
         if self.f is None:
             return "".join(self.buf), meta
         self.f.close()

@@ -171,7 +171,8 @@ class Tool:
         if self.model is None:
             return native_spec if native_spec.name == self.name else replace(native_spec, name=self.name)
         return ToolSpec(self.name, self.description or native_spec.description, self.model, self.guidance,
-                        writes=native_spec.writes, network=native_spec.network, source=self.native)
+                        writes=native_spec.writes, network=native_spec.network, streams=native_spec.streams,
+                        source=self.native)
 
     def translate(self, args: dict, dialect: "Dialect") -> tuple[dict, dict]:
         """(the dialect's arguments with their defaults, the native arguments), or DialectArgError."""
@@ -254,9 +255,10 @@ class Dialect:
         return out
 
     # -- the hook in Runner.call ----------------------------------------------------------------
-    def call(self, runner, tool: Any, args: Any, call_id: str, meta: dict) -> ToolResult:
+    def call(self, runner, tool: Any, args: Any, call_id: str, meta: dict, on_output=None) -> ToolResult:
         """The answer to `tool(args)` as this dialect's agent expects it. meta (the Runner's, for
-        the answer and the audit) gets the dialect, the tool as called and the native tool."""
+        the answer and the audit) gets the dialect, the tool as called and the native tool.
+        on_output: Runner.call's, given the native tool's streamed output (run_bash streams as bash)."""
         row = self.table().get(tool) if isinstance(tool, str) else None
         custom = None if row is not None or not isinstance(tool, str) else self._customs(runner).get(tool)
         if row is None and custom is None:
@@ -268,14 +270,14 @@ class Dialect:
         if refused is not None:
             return refused
         if row is None:
-            return runner._call(native, args, call_id, meta)
+            return runner._call(native, args, call_id, meta, on_output)
         if not isinstance(args, dict):
             return ToolResult.error(f"invalid arguments for {tool}: expected a JSON object", error_type=ErrorType.VALIDATION)
         try:
             dargs, nargs = row.translate(args, self)
         except DialectArgError as e:
             return ToolResult.error(str(e), error_type=ErrorType.VALIDATION)
-        res = runner._call(native, nargs, call_id, meta)
+        res = runner._call(native, nargs, call_id, meta, on_output)
         res.content = runner.redactor.redact_obj(res.content)
         a = Answer(res, dargs, nargs, runner, self, row)
         if res.is_error:

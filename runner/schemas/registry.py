@@ -25,6 +25,7 @@ class ToolSpec:
     network: bool = False
     needs_approval: bool = False
     source: str = "builtin"
+    streams: bool = False  # its output is given to Runner.call's on_output as it is produced
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def schema(self) -> dict:
@@ -61,9 +62,10 @@ SPECS: dict[str, ToolSpec] = {s.name: s for s in (
           "to file globs and literal for plain text."),
     _spec("bash", "Run a bash command in the workspace; output is stdout and stderr interleaved.", A.Bash,
           "Default timeout 120 s (capped by the policy); on timeout the whole process tree is killed. Long "
-          "output keeps its head and tail; the notice says how to read the rest with the result tool."),
+          "output keeps its head and tail; the notice says how to read the rest with the result tool.", streams=True),
     _spec("exec", "Run a command, in the foreground (with optional stdin) or in the background.", A.Exec,
-          "background: true answers a pid at once; use the process tool to poll, send input, signal or kill it."),
+          "background: true answers a pid at once; use the process tool to poll, send input, signal or kill it.",
+          streams=True),
     _spec("process", "Manage background commands started by exec: list, status, poll, input, signal, kill.", A.Process),
     _spec("result", "Read the full output that a truncated answer kept, by call id, a page of lines at a time.", A.Result),
     _spec("http_fetch", "Fetch an http(s) URL and answer its status, type and (readable) text.", A.HttpFetch,

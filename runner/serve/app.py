@@ -38,7 +38,6 @@ from .sessions import Full, Gone, NotFound, Sessions, remove_containers
 MAX_BODY = 16 * 1024 * 1024
 MAX_FILE_SEND = 64 * 1024 * 1024
 EXEC_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr a /v1/exec answer carries
-PENDING_STREAM_CHARS = 64 * 1024
 
 
 @dataclass
@@ -242,14 +241,18 @@ def create_app(state: State) -> FastAPI:
             raise
         if not stream:
             with slot:
-                res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args, None)
+                res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args)
             return JSONResponse(res.model_dump(mode="json"))
-        relay = _Relay(asyncio.get_running_loop())
+        from ..relay import OutputRelay
+
+        relay, stop = OutputRelay(), Stoppable()
         # the call is a task of its own, its slot released when it ends, whether or not the stream is read
-        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay,
-                                             abandon=True))
+        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay.feed,
+                                             stop, abandon=True))
+        task.add_done_callback(lambda _: relay.close())  # then _sse sends the result
         task.add_done_callback(lambda _: slot.release())
-        return StreamingResponse(_sse(relay, task, body.tool, live.runner.redactor.redact), media_type="text/event-stream",
+        return StreamingResponse(_sse(relay, stop, task, body.tool, live.runner.redactor.redact),
+                                 media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
@@ -341,18 +344,19 @@ def begin_shutdown(state: State) -> None:
                                      for role in ("agent", "serve-exec")]).start()
 
 
-def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
+def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=None, stop: Stoppable | None = None):
+    """One call of a session on a worker thread. on_output: Runner.call's (a streaming call's
+    relay); stop: the streaming request's, stopped when its client goes away."""
     with live.lock:
         if live.closed:  # ended while this call waited for its turn
             raise _ended()
         if state.stopping:
             raise _stopped()
         r = live.runner
-        if relay is not None and not relay.call.begin(r.session):
+        if stop is not None and not stop.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
-        r.store.on_output = (lambda _cid, text: relay.feed(text)) if relay is not None else None
         try:
-            res = r.call(tool, args)
+            res = r.call(tool, args, on_output=on_output)
         except RunnerError:
             if live.closed:  # ended under this call
                 raise _ended() from None
@@ -364,68 +368,24 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, relay):
                 raise _stopped()  # finished keeps its answer: a retry would run it twice)
             return res
         finally:
-            r.store.on_output = None
-            if relay is not None:
-                relay.call.end()
+            if stop is not None:
+                stop.end()
             try:
                 state.sessions.touch(sid)
             except Exception:
                 pass
 
 
-class _Relay:
-    """Output from the worker thread to the event stream, bounded: a slow reader gets the newest
-    output and a note of what was dropped; the tool never waits for it."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.event = asyncio.Event()
-        self.lock = threading.Lock()
-        self.pending: collections.deque[str] = collections.deque()
-        self.chars = 0
-        self.dropped = 0
-        self.call = Stoppable()  # stopped when the client goes away mid-stream
-
-    def feed(self, text: str) -> None:
-        with self.lock:
-            self.pending.append(text)
-            self.chars += len(text)
-            while self.chars > PENDING_STREAM_CHARS and len(self.pending) > 1:
-                old = self.pending.popleft()
-                self.chars -= len(old)
-                self.dropped += len(old)
-        try:
-            self.loop.call_soon_threadsafe(self.event.set)
-        except RuntimeError:  # the loop is closed
-            pass
-
-    def take(self) -> str:
-        with self.lock:
-            text = "".join(self.pending)
-            if self.dropped:
-                text = f"[... {self.dropped} characters of output not relayed ...]\n" + text
-            self.pending.clear()
-            self.chars = self.dropped = 0
-            return text
-
-
 def _event(name: str, data: Any) -> bytes:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
 
 
-async def _sse(relay: _Relay, task: asyncio.Future, tool: str, redact):
+async def _sse(relay, stop: Stoppable, task: asyncio.Future, tool: str, redact):
+    """The events of a streaming call: `output` as it comes (its relay is closed when the call's
+    task ends), then `result` or `error`."""
     finished = False
     try:
-        while not task.done():
-            relay.event.clear()
-            waiter = asyncio.ensure_future(relay.event.wait())
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
-            text = relay.take()
-            if text:
-                yield _event("output", {"text": text})
-        text = relay.take()
-        if text:
+        async for text in relay.chunks():
             yield _event("output", {"text": text})
         try:
             res = task.result()
@@ -440,7 +400,7 @@ async def _sse(relay: _Relay, task: asyncio.Future, tool: str, redact):
             # session stays, and its next call gets a fresh sandbox); one still waiting for its turn never runs
             # (a thread, not an await: a cancelled or closed generator cannot wait here)
             task.cancel()
-            threading.Thread(target=relay.call.stop).start()
+            threading.Thread(target=stop.stop).start()
 
 
 # -- files -------------------------------------------------------------------------------------

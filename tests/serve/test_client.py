@@ -42,6 +42,36 @@ def test_remote_runner_and_runner_call_server(start_server, data, policy_file):
     assert bad.returncode == 1 and "401" in bad.stderr and bad.stdout == ""
 
 
+def test_remote_runner_on_output_gets_each_line_while_the_command_runs(start_server, data, policy_file):
+    """RemoteRunner.call(..., on_output=) as Runner.call: the command goes on only once the callback
+    has had its first line (it creates a file in the session's workspace, which the command waits
+    for), so the output came while the call ran; a callback that raises is dropped, the call is not."""
+    key = add_tenant("live", data, policy_file)
+    server = start_server("--data", str(data))
+    with RemoteRunner(server.url, key) as r:
+        r.call("write", {"path": "ready", "content": ""})
+        ws = data / "workspaces" / "live" / r.session_id
+        assert (ws / "ready").exists()
+        seen: list[str] = []
+
+        def on_output(text: str) -> None:
+            seen.append(text)
+            if "a\n" in "".join(seen):
+                (ws / "go").touch()
+
+        wait = "for i in $(seq 600); do [ -e go ] && break; sleep 0.1; done; [ -e go ] && echo seen || echo missing"
+        res = r.call("bash", {"command": f"echo a; {wait}; echo b"}, on_output=on_output)
+        assert not res.is_error and res.text == "a\nseen\nb\n" == "".join(seen), (seen, res.text)
+
+        def broken(text: str) -> None:
+            raise RuntimeError("consumer gone")
+
+        res = r.call("bash", {"command": "echo x; echo y"}, on_output=broken)
+        assert res.text == "x\ny\n" and res.meta["on_output_error"] == "RuntimeError: consumer gone"
+        before = list(seen)
+        assert r.call("read", {"path": "ready"}, on_output=seen.append).text == "(empty file)" and seen == before
+
+
 def test_runner_exec_and_call_import_none_of_the_service_libraries():
     code = ("import sys, runner.cli, runner.client, runner.toolcli, runner.exec_cmd; "
             "bad = [m for m in ('fastapi', 'uvicorn', 'sqlalchemy', 'alembic', 'psycopg', 'httpx', 'starlette') "
