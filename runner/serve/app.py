@@ -179,7 +179,7 @@ def create_app(state: State) -> FastAPI:
                 try:
                     return json.loads(formats.export(r.tools(), "json"))
                 finally:
-                    r.close()
+                    r.close(wait=True)  # (before its workspace is removed)
             finally:
                 shutil.rmtree(empty, ignore_errors=True)
         with slot:
