@@ -81,15 +81,15 @@ def first_section(n: int, results: dict, image: str, workspace) -> list[tuple]:
     results.update(first_docker_run=statistics.median(docker), first_import=statistics.median(imports),
                    first_start_call=statistics.median(start_call), first_close=statistics.median(closes),
                    first_runner_call=statistics.median(call), first_session=statistics.median(firsts))
-    rows = [
+    rows = [  # (what, samples, the baseline's samples; None: this is a baseline, "": an absolute figure)
         (f"raw `docker run --rm --network none IMG sh -c '{COMMAND}'`", docker, None),
         ("`runner call bash` (CLI: start to exit)", call, docker),
         ("`runner session`: start to its first answer", firsts, docker),
-        ("fresh process: `from runner import Runner`", imports, None),
+        ("fresh process: `from runner import Runner`", imports, ""),
         ("fresh process: Runner() and start", starts, docker),
-        ("fresh process: the first call (bash)", first_calls, None),
+        ("fresh process: the first call (bash)", first_calls, ""),
         ("fresh process: Runner() + start + first call", start_call, docker),
-        ("fresh process: close()", closes, None),
+        ("fresh process: close()", closes, ""),
     ]
     notes = ["each runner figure took turns with the `docker run` beside it (same image, same command); "
              "a fresh process's phases are timed inside it (bench/first_child.py), its interpreter's own "

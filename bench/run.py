@@ -182,7 +182,7 @@ def print_table(title: str, rows: list[tuple], notes: list[str] = ()) -> None:
         print(f"|{'-' * 60}|{'-' * 6}|{'-' * 11}|{'-' * 10}|{'-' * 16}|")
     for name, xs, base in rows:
         med = statistics.median(xs) * 1000
-        ratio = f"{med / (statistics.median(base) * 1000):.2f}x baseline" if base else "baseline"
+        ratio = f"{med / (statistics.median(base) * 1000):.2f}x baseline" if base else "baseline" if base is None else "-"
         print(f"| {name:58} | {len(xs):4} | {med:9.2f} | {p99(xs) * 1000:8.2f} | {ratio:>14} |")
     for note in notes:
         print(f"- {note}")
