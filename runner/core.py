@@ -115,16 +115,19 @@ class Runner:
         if self.audit is not None:
             self.audit.close()
 
-    def close(self) -> None:
-        """Remove everything this Runner started. A signal in the middle (KeyboardInterrupt,
-        runner/interrupts.py, which ignores the signals after it) does not cut this short: the
-        step it hit runs again and the others still run; then the interrupt goes on."""
+    def close(self, wait: bool = False) -> None:
+        """Remove everything this Runner started. The sandboxes are closed at once; their
+        containers are removed after the answer (runner/finisher.py: before this process exits),
+        or before it with wait=True (runner serve: a tenant's containers are counted). A signal
+        in the middle (KeyboardInterrupt, runner/interrupts.py, which ignores the signals after
+        it) does not cut this short: the step it hit runs again and the others still run; then
+        the interrupt goes on."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             interrupted = None
-            for step in (*self.session.close_steps(), self._close_host, self.store.close,
+            for step in (*self.session.close_steps(wait), self._close_host, self.store.close,
                          lambda: self.limiter.forget(self.session_id), self._close_audit):
                 try:
                     step()

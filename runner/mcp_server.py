@@ -129,8 +129,8 @@ class Session:
             if self.runner is not None:
                 remove_sandboxes(self.runner)
         try:
-            if self.runner is not None:
-                self.runner.close()
+            if self.runner is not None:  # (removed before the answer: a server's sandboxes are counted)
+                self.runner.close(wait=True)
                 self.runner = None
         finally:
             self._lock.release()

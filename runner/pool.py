@@ -15,6 +15,7 @@ import threading
 import weakref
 from typing import Callable
 
+from . import finisher  # (first: its exit hook runs after _empty_pools)
 from .sandbox import Sandbox
 
 
@@ -72,10 +73,18 @@ class SandboxPool:
     def ready(self) -> int:
         return self._ready.qsize()
 
-    def close(self) -> None:
+    def close(self, background: bool = False) -> None:
+        """Empty the pool: no sandbox is handed out from now on. background: waiting for a
+        sandbox being made and removing the ready ones is left to runner/finisher.py."""
         with self._lock:
             self._closed.set()
         self._wanted.release()  # wake the filler so it sees the flag
+        if background:
+            finisher.later(self._empty)
+        else:
+            self._empty()
+
+    def _empty(self) -> None:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)  # let a sandbox being made finish, then close it
         while True:

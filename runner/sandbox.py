@@ -172,6 +172,10 @@ class Sandbox:
 
     def _close_process(self) -> None:
         """End the agent's process and its channel (not the executor)."""
+        self._end_process(*self._hang_up())
+
+    def _hang_up(self):
+        """Tell the agent to shut down and close its channel, at once: (proc, conn) to end."""
         proc, self.proc = self.proc, None
         conn, self._conn = self._conn, None
         if conn is not None:
@@ -185,6 +189,11 @@ class Sandbox:
             except OSError:
                 pass
             conn.close()
+        return proc, conn
+
+    def _end_process(self, proc, conn) -> None:
+        """Wait for the agent's process to end (killed after 2 s) and let it go (a container is
+        removed with it)."""
         if proc is not None:
             try:
                 if not self.dead and conn is None:
@@ -197,11 +206,14 @@ class Sandbox:
             finally:
                 proc.close()
 
-    def close(self) -> None:
+    def close(self, background: bool = False) -> None:
+        """Close the sandbox: nothing is called in it from now on. background: its process's end
+        and its container's removal are left to runner/finisher.py (a Runner's close answers at
+        once; the process still removes the container before it exits)."""
         if self._listener is not None:  # never started far enough to take the connection
             self._listener.close()
             self._listener = None
-        self._close_process()
+        proc, conn = self._hang_up()
         with self._lent_lock:  # (a call of another thread takes no spare and keeps no descriptor after this)
             self._lending = False
             spares, self._spares = list(self._spares), collections.deque()
@@ -212,10 +224,20 @@ class Sandbox:
         if self._oom_fd is not None:
             lent.close_all([self._oom_fd])
             self._oom_fd = None
-        try:
-            self.executor.stop()
-        except Exception:
-            pass
+
+        def finish() -> None:
+            self._end_process(proc, conn)
+            try:
+                self.executor.stop()
+            except Exception:
+                pass
+
+        if background:
+            from . import finisher
+
+            finisher.later(finish)
+        else:
+            finish()
 
     @property
     def alive(self) -> bool:

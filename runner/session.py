@@ -71,22 +71,24 @@ class Session:
                     self._sandbox = self._pool.get()
         return self
 
-    def close_steps(self) -> list[Callable[[], None]]:
-        """The steps of closing, in order (the Runner runs each even when an interrupt hits one)."""
-        return [self._close_sandbox, self._close_pool, self.placement.close]
+    def close_steps(self, wait: bool = True) -> list[Callable[[], None]]:
+        """The steps of closing, in order (the Runner runs each even when an interrupt hits one).
+        wait=False: the sandboxes are closed at once and their containers removed after the
+        answer, by runner/finisher.py's thread (before this process exits)."""
+        return [lambda: self._close_sandbox(wait), lambda: self._close_pool(wait), self.placement.close]
 
-    def close(self) -> None:
-        for step in self.close_steps():
+    def close(self, wait: bool = True) -> None:
+        for step in self.close_steps(wait):
             step()
 
-    def _close_sandbox(self) -> None:
+    def _close_sandbox(self, wait: bool = True) -> None:
         if self._sandbox is not None:
-            self._sandbox.close()
+            self._sandbox.close(background=not wait)
             self._sandbox = None
 
-    def _close_pool(self) -> None:
+    def _close_pool(self, wait: bool = True) -> None:
         if self._pool is not None:
-            self._pool.close()
+            self._pool.close(background=not wait)
 
     # -- sandboxes ------------------------------------------------------------------------
     def tool_folders(self) -> list[ToolFolder]:

@@ -104,6 +104,9 @@ class DockerPlacement(Placement):
 
         remove_owed()
         if self.egress is not None:  # after every sandbox on its network is gone
+            from .. import finisher
+
+            finisher.wait()  # (those a closing Runner left to it)
             self.egress.stop()
 
     # -- the sandbox ----------------------------------------------------------------------

@@ -34,7 +34,7 @@ def A(*names: str) -> AliasChoices:
 
 
 class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=False, defer_build=True)
 
 
 PATH = Field(description="file path, relative to the workspace", validation_alias=A("path", "file_path", "filePath", "file"))

@@ -182,7 +182,7 @@ def create_app(state: State) -> FastAPI:
                 try:
                     return json.loads(formats.export(r.tools(), "json"))
                 finally:
-                    r.close()
+                    r.close(wait=True)  # (before its workspace is removed)
             finally:
                 state.sessions.remove_workspace(empty)
         with slot:

@@ -71,9 +71,9 @@ class TenantRegistry(Registry):
                 raise
             close = r.close
 
-            def close_and_remove() -> None:  # the workspace goes with its Runner, on every way out
+            def close_and_remove(wait: bool = True) -> None:  # the workspace goes with its Runner, on every way out
                 try:
-                    close()
+                    close(wait=True)  # (its sandbox removed before its workspace, and counted as the tenant's till then)
                 finally:
                     state.sessions.remove_workspace(home)
             r.close = close_and_remove

@@ -58,8 +58,8 @@ class Live:
 
     def close(self) -> None:
         self.closed = True
-        try:
-            self.runner.close()
+        try:  # (wait: the tenant's containers are counted, and its workspace is removed next)
+            self.runner.close(wait=True)
         except Exception as e:
             sys.stderr.write(f"runner serve: closing the Runner of session {self.runner.session_id}: {e}\n")
 

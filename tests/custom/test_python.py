@@ -147,3 +147,32 @@ def test_the_package_comes_from_its_record_not_the_current_directory(make_runner
     importlib.invalidate_caches()
     r = make_runner()
     assert r.call("slugify", {"text": "Real One"}).content == "real-one"
+
+
+def test_the_group_is_found_from_entry_points_txt_and_the_first_of_a_name_wins(tmp_path):
+    """custom.group_entry_points reads only entry_points.txt (no METADATA parse) and still takes
+    what importlib.metadata takes: the first distribution of a name on the path, even one that
+    has no such group (a later one of the same name with tools is shadowed), entry points sorted."""
+    from importlib.metadata import distributions
+
+    from runner import custom
+
+    first, later = tmp_path / "first", tmp_path / "later"
+    first.mkdir()
+    later.mkdir()
+    install_dist(first, "Shadow_Pkg", "2.0", {"shadow_pkg.py": ""}, {})
+    (first / "Shadow_Pkg-2.0.dist-info" / "entry_points.txt").write_text("[console_scripts]\nshadow = x:y\n")
+    install_dist(later, "shadow-pkg", "1.0", {"shadow_pkg.py": ""}, {"shadowed": "shadow_pkg:run"})
+    install_dist(later, "other", "1.0", {"other_mod.py": ""}, {"zeta": "other_mod:z", "alpha": "other_mod:a"})
+    eps = custom.group_entry_points([str(first), str(later)])
+    assert [(ep.name, ep.value) for ep in eps] == [("alpha", "other_mod:a"), ("zeta", "other_mod:z")]
+    assert all(ep.dist is not None and ep.dist.metadata["Name"] == "other" for ep in eps)
+    # the same answer as reading every METADATA (what it replaced)
+    seen, slow = set(), []
+    for dist in distributions(path=[str(first), str(later)]):
+        key = custom._norm(dist.metadata["Name"])
+        if key not in seen:
+            seen.add(key)
+            slow += [(ep.name, ep.value) for ep in dist.entry_points if ep.group == custom.ENTRY_POINT_GROUP]
+    assert sorted(slow) == [(ep.name, ep.value) for ep in eps]
+    assert [ep.name for ep in custom.group_entry_points([str(later)])] == ["alpha", "shadowed", "zeta"]  # unshadowed

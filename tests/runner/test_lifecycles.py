@@ -138,3 +138,18 @@ def test_a_per_call_sandbox_keeps_no_shell_for_a_call_that_never_comes(tmp_path,
             assert not read["is_error"] and "line" in str(read["content"]), read
         finally:
             sb.close()
+
+
+@pytest.mark.parametrize("lifecycle", ["per-session", "per-call"])
+def test_a_process_that_exits_right_after_close_leaves_no_container(tmp_path, docker_client, lifecycle):
+    """close() answers before the containers are removed (runner/finisher.py); the process still
+    removes them before it exits, even when it exits at once (the finisher's thread is no daemon,
+    and what it is given to do is done). Also the warm pool's and those closed with wait=False."""
+    script = ("import sys\nfrom runner import Runner\n"
+              f"r = Runner(executor='docker', workspace={str(tmp_path)!r}, lifecycle={lifecycle!r}, pool_size=2)\n"
+              "r.start()\nprint(r.session_id, r.call('bash', {'command': 'echo hi'}).text.strip(), flush=True)\n"
+              "r.close()\n")  # then exits at once
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    sid, said = p.stdout.split()
+    assert (said, p.returncode) == ("hi", 0), p.stderr
+    assert docker_client.api.containers(all=True, filters={"label": f"runner.session={sid}"}) == []

@@ -240,11 +240,11 @@ def test_a_signal_during_close_still_removes_the_sandbox(docker_client, tmp_path
     real_close = Sandbox.close
     signalled = []
 
-    def close_with_a_signal(self):
+    def close_with_a_signal(self, background=False):
         if not signalled:
             signalled.append(True)
             os.kill(os.getpid(), signal.SIGTERM)  # Interrupted is raised here
-        return real_close(self)
+        return real_close(self, background=background)
 
     def session_containers(r):
         return docker_client.api.containers(all=True, filters={"label": f"runner.session={r.session_id}"})
@@ -256,6 +256,9 @@ def test_a_signal_during_close_still_removes_the_sandbox(docker_client, tmp_path
                 with Runner(workspace=tmp_path) as r:
                     assert not r.call("ls", {}).is_error
                     assert session_containers(r)
+        from runner import finisher
+
+        finisher.wait(timeout=120)  # (the removal runs after close()'s answer)
         assert signalled and session_containers(r) == []
     finally:
         for c in session_containers(r):  # what the unfixed close left
