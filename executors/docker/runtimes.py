@@ -14,7 +14,7 @@ installs and registers crun, and runs one sandbox under it first.
 
 What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info(); a
 client handed in: once per executor),
-and the same answer serves runner/channel.py.
+and the same answer serves runner/controller/channel.py.
 
 A runtime this module chose is never worse than the engine's default: a container it could not
 start (the engine's "OCI runtime create failed", as crun registered by hand on a host it cannot run

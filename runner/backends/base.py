@@ -108,7 +108,7 @@ class Placement:
         return str(host)
 
     def warnings(self) -> list[str]:
-        """What a command that runs tools says on stderr before it does (runner/toolcli.py)."""
+        """What a command that runs tools says on stderr before it does (runner/cli/tools.py)."""
         return []
 
     # -- what the session holds ---------------------------------------------------------

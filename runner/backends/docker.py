@@ -71,7 +71,7 @@ class DockerPlacement(Placement):
 
     # -- what the session holds ---------------------------------------------------------
     def check(self, protected: list[str]) -> None:
-        from ..wspath import UnsafePath
+        from ..untrusted.wspath import UnsafePath
 
         try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
             self.protection_mounts(protected)
@@ -93,7 +93,7 @@ class DockerPlacement(Placement):
         self.egress = eg
 
     def frozen(self):
-        from ..hostfreeze import frozen
+        from ..host.freeze import frozen
 
         return frozen(self.setting.session_id)
 
@@ -203,14 +203,14 @@ class DockerPlacement(Placement):
         return DockerExecutor(cfg)
 
     def direct_channel(self, cfg) -> bool:
-        """Whether the agent can reach a socket of this machine (runner/channel.py); a cluster
+        """Whether the agent can reach a socket of this machine (runner/controller/channel.py); a cluster
         backend, whose sandboxes run on other machines, says no."""
-        from .. import channel
+        from ..controller import channel
 
         return channel.usable(os.environ.get("DOCKER_HOST", ""), cfg.runtime)
 
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
-        from ..sandbox import Sandbox
+        from ..controller.sandbox import Sandbox
 
         cfg = self.sandbox_config(protected, tools)
         hello = {**hello, "workspace": SANDBOX_WORKSPACE, "protected": [self.in_sandbox(p) for p in protected],
@@ -221,7 +221,7 @@ class DockerPlacement(Placement):
             return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE)
         from executors.docker import Mount
 
-        from .. import channel
+        from ..controller import channel
 
         listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
         engine = os.environ.get("DOCKER_HOST", "")
@@ -246,7 +246,7 @@ def _with_identity(mount, ws):
     mounted another: executors/docker/mounts.py, identity). UnsafePath for a link on the way."""
     from executors.docker.mounts import identity
 
-    from ..wspath import UnsafePath, relative
+    from ..untrusted.wspath import UnsafePath, relative
 
     rel = relative(ws, mount.source)
     if rel is None:

@@ -228,7 +228,7 @@ class MountSpec(Strict):
         source, or an absolute one lying in the workspace, lexically or once the operator's own
         links are followed); None for a path of the operator's. Raises UnsafePath for a relative
         source that leaves the workspace ('..')."""
-        from ..wspath import UnsafePath, relative, touches
+        from ..untrusted.wspath import UnsafePath, relative, touches
 
         ws = Path(workspace)
         raw = os.path.expanduser(self.source)
@@ -248,7 +248,7 @@ class MountSpec(Strict):
         component without following links (an earlier session may have planted `cache -> /`):
         a link on the way raises UnsafePath naming it. The operator's paths are taken as they
         resolve (~ expanded)."""
-        from ..wspath import inside
+        from ..untrusted.wspath import inside
 
         rel = self.workspace_rel(workspace)
         if rel is None:
@@ -323,7 +323,7 @@ class Secret(Strict):
             return val
         path = Path(os.path.expanduser(self.from_file))
         if workspace is not None:
-            from ..wspath import touches
+            from ..untrusted.wspath import touches
 
             ws = Path(workspace)
             if touches(ws, path):
@@ -386,7 +386,7 @@ class Policy(Strict):
     warning: str | None = Field(default=None, description="said loudly by every command that runs tools")
     tenant: str | None = None
     dialect: Literal["ah", "acai", "forgekeeper", "go-agent", "miclaw"] | None = Field(
-        default=None, description="present another agent system's tool names, arguments and results (runner/dialects)")
+        default=None, description="present another agent system's tool names, arguments and results (runner/tools/dialects)")
     tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
     features: Features = Field(default_factory=Features)
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
@@ -563,7 +563,7 @@ class Policy(Strict):
 
 
 def _builtin_names() -> frozenset[str]:
-    from ..schemas.registry import SPECS
+    from ..tools.schemas.registry import SPECS
 
     return frozenset(SPECS)
 

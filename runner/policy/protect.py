@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from ..errors import RunnerError
-from ..wspath import UnsafePath, make_dirs, open_dir, parts, relative
+from ..untrusted.wspath import UnsafePath, make_dirs, open_dir, parts, relative
 
 GIT_HOOKS = ".git/hooks"
 # What makes the host's git run programs, or look for its configuration elsewhere: protected

@@ -10,10 +10,10 @@ import jsonschema
 import pytest
 from pydantic import AliasChoices
 
-from runner import dialects
-from runner.dialects.base import DialectArgError
+from runner.tools import dialects
+from runner.tools.dialects.base import DialectArgError
 from runner.policy.model import Policy
-from runner.schemas import formats, registry
+from runner.tools.schemas import formats, registry
 
 ROWS = [(name, row) for name in dialects.NAMES for row in dialects.get(name).table().values()]
 
@@ -182,8 +182,8 @@ def test_forgekeeper_http_fetch_answer_from_the_native_one():
     no network to fetch from; the native tool's own tests cover fetching)."""
     from types import SimpleNamespace
 
-    from runner.dialects.base import Answer
-    from runner.redact import Redactor
+    from runner.tools.dialects.base import Answer
+    from runner.reporting.redact import Redactor
     from runner.results import ToolResult
 
     d = dialects.get("forgekeeper")

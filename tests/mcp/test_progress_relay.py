@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import anyio
 
-from runner.mcp_server import PENDING_PROGRESS_CHARS, ProgressRelay
+from runner.servers.mcp import PENDING_PROGRESS_CHARS, ProgressRelay
 
 
 def test_a_client_that_reads_no_progress_keeps_memory_bounded_and_gets_the_newest_output():

@@ -18,14 +18,14 @@ REPO = ROOT.parent
 
 
 def test_the_controllers_errors_share_one_base():
-    from runner.hostrepo import Unsafe
-    from runner.hostshell import CommandRefused
+    from runner.host.repo import Unsafe
+    from runner.host.shell import CommandRefused
     from runner.policy.model import SecretUnavailable
     from runner.policy.problems import PolicyError
     from runner.policy.protect import BadProtectPath, ProtectedPath
-    from runner.sandbox import NoSandbox, SandboxDied
-    from runner.schemas.registry import ToolArgError
-    from runner.wspath import UnsafePath
+    from runner.controller.sandbox import NoSandbox, SandboxDied
+    from runner.tools.schemas.registry import ToolArgError
+    from runner.untrusted.wspath import UnsafePath
 
     for cls in (UsageError, PolicyError, SecretUnavailable, ProtectedPath, BadProtectPath, UnsafePath, ToolArgError,
                 SandboxDied, NoSandbox, CommandRefused, Unsafe):
@@ -39,20 +39,20 @@ def test_every_exception_class_of_runner_is_a_runner_error():
     derives from RunnerError or from another class of runner's."""
     found = []
     for f in ROOT.rglob("*.py"):
-        if "toolbox" in f.parts:
+        if "agent" in f.parts:
             continue
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.ClassDef):
                 names = [b.id if isinstance(b, ast.Name) else getattr(b, "attr", "") for b in node.bases]
                 if any(n in ("Exception", "ValueError") for n in names) and not set(names) & {"RunnerError"}:
                     found.append(f"{f.relative_to(REPO)}:{node.lineno} {node.name}({', '.join(names)})")
-    # runner/mcp_server.py's NoSandbox is mapped to the MCP SDK's errors right where it is raised
-    assert [x for x in found if "mcp_server.py" not in x and "RunnerError(Exception)" not in x] == [], found
+    # runner/servers/mcp.py's McpRefused is mapped to the MCP SDK's errors right where it is raised
+    assert [x for x in found if "servers/mcp.py" not in x and "RunnerError(Exception)" not in x] == [], found
 
 
 def test_error_type_is_one_enum_and_no_literal_remains():
     assert [str(t) for t in ErrorType] == ["gated", "validation", "execution", "timeout"]
-    from runner.audit import ERROR_TYPES
+    from runner.reporting.audit import ERROR_TYPES
 
     assert ERROR_TYPES == ("gated", "validation", "execution", "timeout")
     literal = re.compile(r"""error_type["']?\s*[=:,\]]\s*\)?\s*["'](gated|validation|execution|timeout)["']""")
@@ -76,13 +76,13 @@ def test_the_readme_documents_each_error_type():
 def test_one_constant_per_default():
     from executors.docker import config
     from executors.models import DEFAULT_IMAGE, OOM_EXIT, TIMEOUT_EXIT
-    from runner import exec_cmd
+    from runner.cli import exec_cmd
     from runner.policy import Policy
 
     assert Policy().sandbox.image == config.DEFAULT_IMAGE == DEFAULT_IMAGE
     assert exec_cmd.ExecOptions(cmd=["true"]).image is None  # resolved to DEFAULT_IMAGE when run
     assert (TIMEOUT_EXIT, OOM_EXIT) == (124, 137)
-    src = [(f, f.read_text()) for f in ROOT.rglob("*.py") if "toolbox" not in f.parts and f.name != "images.py"]
+    src = [(f, f.read_text()) for f in ROOT.rglob("*.py") if "agent" not in f.parts and f.name != "images.py"]
     assert [str(f) for f, s in src if '"runner/base:latest"' in s] == []
 
 

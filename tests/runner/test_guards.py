@@ -1,16 +1,16 @@
-"""Each step of the guard pipeline on its own (runner/guards.py), with real policies, rate
+"""Each step of the guard pipeline on its own (runner/controller/guards.py), with real policies, rate
 limiters, approval rules and protected-path guards; then the order of the steps."""
 from __future__ import annotations
 
 import pytest
 
-from runner import guards
-from runner.custom import to_spec
+from runner.controller import guards
+from runner.tools.custom import to_spec
 from runner.policy import load
 from runner.policy.approval import decide
 from runner.policy.protect import Guard
 from runner.policy.ratelimit import RateLimiter
-from runner.schemas import registry
+from runner.tools.schemas import registry
 
 CUSTOM = to_spec({"name": "lint", "kind": "exe", "path": "/workspace/tools/lint", "place": "project",
                   "parameters": {"type": "object", "properties": {"args": {"type": "string"}}}})

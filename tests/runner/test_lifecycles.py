@@ -99,7 +99,7 @@ def test_a_closed_runner_refuses_and_close_is_idempotent(tmp_path):
 
 def _spares(agent_pid: int) -> int:
     """Shells the agent keeps ready: its zygote and the zygote's fork waiting for a command
-    (toolbox/zygote.py), the agent's descendants running its script."""
+    (agent/zygote.py), the agent's descendants running its script."""
     parent, script = {}, set()
     for d in os.listdir("/proc"):
         if not d.isdigit():

@@ -1,0 +1,522 @@
+"""`runner mcp`: the policy's tools served to MCP clients, on stdio or streamable HTTP.
+
+Built on the official `mcp` SDK's low-level Server (the protocol is the SDK's, never ours).
+Each MCP session gets its own Runner, so its own sandbox, made on first use and closed when the
+session ends: EOF on stdin, SIGTERM or SIGINT, an HTTP DELETE, or an idle timeout. Runner calls
+block, so they run on worker threads: sessions proceed side by side, and a cancelled request or
+a vanished client never waits for a tool to finish before its sandbox is removed.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import functools
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
+
+from ..results import ImageBlock, ToolResult
+from .one_at_a_time import Stoppable, in_turn
+
+SESSION_HEADER = "mcp-session-id"
+PENDING_PROGRESS_CHARS = 64 * 1024  # output waiting to be sent as progress; older text is dropped past this
+FORGOTTEN_SESSIONS = 10_000  # ids of ended sessions remembered, to say "ended" rather than start afresh
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")  # hosts a server may listen on without a warning
+
+
+@dataclass
+class Options:
+    """What `runner mcp` was started with: the same as `runner call` and `runner tools`."""
+
+    workspace: str = "."
+    executor: str | None = None
+    policy: str | None = None
+    protect: list[str] = field(default_factory=list)
+    idle_timeout: float = 1800.0
+    max_sessions: int = 32  # --http: sandboxes at once (sessions, and requests outside any session)
+    dialect: str | None = None  # another agent system's tool set (runner/tools/dialects); default: the policy's
+
+    def make_runner(self):
+        from ..controller.core import make_runner
+
+        return make_runner(self.workspace, self.executor, self.policy, list(self.protect), self.dialect)
+
+
+class McpRefused(Exception):
+    """This request gets no sandbox: its session ended, or the server is full."""
+
+
+class McpSession:
+    """One MCP session's Runner: made on first use, used by one call at a time, closed once."""
+
+    def __init__(self, make_runner: Callable[[], Any], runner: Any = None,
+                 release: Callable[[], None] | None = None) -> None:
+        self._make = make_runner
+        self.runner = runner
+        self._release = release  # called once, when the session ends (the registry's admission)
+        self._lock = threading.Lock()
+        self._relay: Callable[[str], None] | None = None
+        self.requests = 0  # MCP requests waiting on it (a vanished client's request is cancelled)
+        self.turn: anyio.Semaphore | None = None  # whose request runs next (made in the event loop)
+        self._told_skipped = False
+        self.closed = False
+        self.last_used = time.monotonic()
+
+    @contextlib.contextmanager
+    def _runner(self):
+        """The Runner, for this thread alone while the block runs."""
+        with self._lock:
+            if self.closed:
+                raise McpRefused("this MCP session has ended and its sandbox was removed: start a new session")
+            if self.runner is None:
+                self.runner = self._make()
+            self.runner.store.on_output = self._on_output
+            try:
+                yield self.runner
+            finally:
+                self._relay = None
+                self.last_used = time.monotonic()
+
+    def _on_output(self, call_id: str, text: str) -> None:
+        relay = self._relay
+        if relay is not None:
+            relay(text)
+
+    def tools(self) -> list[dict]:
+        with self._runner() as r:
+            tools = mcp_tools(r)
+            if not self._told_skipped:  # as `runner tools` does, on stderr (stdout is the protocol's)
+                from ..untrusted.printable import printable
+
+                self._told_skipped = True
+                for e in r.custom_errors():  # what the sandbox wrote: escaped, one line each
+                    sys.stderr.write(printable(f"runner mcp: skipped custom tool {e.get('path')} ({e.get('place')}): "
+                                               f"{e.get('error')}") + "\n")
+            return tools
+
+    def call(self, name: str, args: dict, relay: Callable[[str], None] | None = None,
+             stop: Stoppable | None = None) -> tuple[ToolResult, bool]:
+        """(the result, whether the tool list changed). relay receives bash's output as it comes.
+        stop: the request's, stopped when its client cancels it."""
+        from ..controller.core import STREAMING_TOOLS
+
+        with self._runner() as r:
+            if stop is not None and not stop.begin(r.session):
+                raise McpRefused("the client cancelled this call before it began")
+            try:
+                before = mcp_tools(r) if name == "refresh_tools" else None
+                d = getattr(r, "dialect", None)
+                native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
+                self._relay = relay if native in STREAMING_TOOLS else None
+                result = r.call(name, args)
+                return result, before is not None and mcp_tools(r) != before
+            finally:
+                if stop is not None:
+                    stop.end()
+
+    def close(self) -> None:
+        """Remove the sandbox. A call still running (its client gone) has its sandbox removed
+        under it, so it ends now rather than at its timeout; then the Runner closes."""
+        self.closed = True
+        while not self._lock.acquire(timeout=0.5):
+            if self.runner is not None:
+                remove_sandboxes(self.runner)
+        try:
+            if self.runner is not None:
+                self.runner.close()
+                self.runner = None
+        finally:
+            self._lock.release()
+            release, self._release = self._release, None
+            if release is not None:
+                release()
+
+
+def remove_sandboxes(runner) -> None:
+    """Force-remove the sandboxes of this Runner's session (made by this process)."""
+    try:
+        runner.session.placement.remove_sandboxes()
+    except Exception as e:  # the Runner's close still runs, once the call has ended
+        sys.stderr.write(f"runner mcp: could not remove the sandbox of session {runner.session_id}: {e}\n")
+
+
+def mcp_tools(runner) -> list[dict]:
+    """The Runner's tools (in its dialect, if any) in the MCP format of `runner tools --format mcp`."""
+    from ..tools.dialects import tools_of
+    from ..tools.schemas import formats
+
+    return json.loads(formats.export(tools_of(runner), "mcp"))
+
+
+def to_mcp_result(res: ToolResult) -> types.CallToolResult:
+    if isinstance(res.content, str):
+        blocks: list = [types.TextContent(type="text", text=res.content)]
+    else:
+        blocks = [types.ImageContent(type="image", data=b.data, mime_type=b.media_type) if isinstance(b, ImageBlock)
+                  else types.TextContent(type="text", text=b.text) for b in res.content]
+    return types.CallToolResult(content=blocks, is_error=res.is_error, _meta={"runner/meta": res.meta})
+
+
+def error_result(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+
+
+class ProgressRelay:
+    """Tool output (arriving on a worker thread) sent as progress notifications of one request.
+
+    The worker only appends to a bounded buffer and wakes the sender: a slow client never stalls
+    the tool, it gets the newest output and a note of what was dropped."""
+
+    def __init__(self, report: Callable[..., Any]) -> None:
+        self.report = report
+        self.token = anyio.lowlevel.current_token()
+        self._send, self._receive = anyio.create_memory_object_stream[None](1)
+        self._lock = threading.Lock()
+        self._pending: collections.deque[str] = collections.deque()
+        self._pending_chars = 0
+        self._dropped = 0
+        self.total = 0
+
+    def feed(self, text: str) -> None:  # on the worker thread
+        with self._lock:
+            self.total += len(text)
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            while self._pending_chars > PENDING_PROGRESS_CHARS:
+                old = self._pending.popleft()
+                if not self._pending:  # one piece larger than the bound: keep its end
+                    self._pending.append(old[-PENDING_PROGRESS_CHARS:])
+                    self._dropped += len(old) - PENDING_PROGRESS_CHARS
+                    self._pending_chars = PENDING_PROGRESS_CHARS
+                    break
+                self._pending_chars -= len(old)
+                self._dropped += len(old)
+        try:
+            anyio.from_thread.run_sync(self._wake, token=self.token)
+        except Exception:  # the loop is gone (shutting down): nothing to relay to
+            pass
+
+    def _wake(self) -> None:
+        try:
+            self._send.send_nowait(None)
+        except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass
+
+    def _take(self) -> tuple[str, int]:
+        with self._lock:
+            text = "".join(self._pending)
+            if self._dropped:
+                text = f"[... {self._dropped} characters of output not relayed ...]\n" + text
+            self._pending.clear()
+            self._pending_chars = self._dropped = 0
+            return text, self.total
+
+    async def _flush(self) -> None:
+        text, total = self._take()
+        if text and self.report is not None:
+            try:
+                await self.report(total, None, text)
+            except Exception:  # the client went away: the call goes on, its progress is dropped
+                self.report = None
+
+    async def run(self) -> None:
+        async with self._receive:
+            async for _ in self._receive:
+                await self._flush()
+        await self._flush()
+
+    def stop(self) -> None:
+        self._send.close()
+
+
+def build_server(session_for: Callable[[Any], tuple[McpSession, bool]], threads: int) -> Server:
+    """The MCP server: tools/list and tools/call, each against the session `session_for(ctx)`
+    names (and closes afterwards when it says the session is one request's only); at most
+    `threads` Runner calls at once (one per session is all that ever runs)."""
+    from .. import __version__
+
+    limiter: list[anyio.CapacityLimiter] = []
+
+    async def in_session(ctx, fn, *args, abandon: bool = False):
+        """fn(session, *args) on a worker thread. abandon: a cancelled request (its client gone)
+        stops waiting at once; the call runs on until it ends or its session is closed."""
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(threads))
+        session, one_shot = session_for(ctx)
+        session.requests += 1
+        try:
+            return await in_turn(session, functools.partial(fn, session, *args), abandon, limiter[0])
+        finally:
+            session.requests -= 1
+            session.last_used = time.monotonic()
+            if one_shot:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(session.close)
+
+    async def list_tools(ctx, params) -> types.ListToolsResult:
+        try:
+            tools = await in_session(ctx, McpSession.tools)
+        except McpRefused as e:
+            raise MCPError(code=types.INVALID_REQUEST, message=str(e)) from None
+        except Exception as e:
+            raise MCPError(code=types.INTERNAL_ERROR, message=f"could not list the tools: {e}") from None
+        return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
+
+    async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name, args = params.name, dict(params.arguments or {})
+        relay = ProgressRelay(ctx.session.report_progress) if progress_token_from_params(ctx.params) is not None else None
+        out: dict[str, Any] = {}
+        stop = Stoppable()
+        async with anyio.create_task_group() as tg:
+            if relay is not None:
+                tg.start_soon(relay.run)
+            try:
+                out["result"], out["changed"] = await in_session(ctx, McpSession.call, name, args,
+                                                                 relay.feed if relay else None, stop, abandon=True)
+            except anyio.get_cancelled_exc_class():  # the client cancelled it, or went away: the call stops
+                # now, not at its timeout with the session's next call waiting behind it (a thread: a
+                # cancelled task cannot wait here)
+                threading.Thread(target=stop.stop).start()
+                raise
+            except McpRefused as e:
+                out["error"] = str(e)
+            except Exception as e:  # the Runner reports a tool's failure as a result: this is the Runner failing
+                out["error"] = f"runner could not run {name}: {type(e).__name__}: {e}"
+            finally:
+                if relay is not None:
+                    relay.stop()
+        if "error" in out:
+            return error_result(out["error"])
+        if out["changed"]:
+            await ctx.session.send_tool_list_changed()
+        return to_mcp_result(out["result"])
+
+    return Server("runner", version=__version__,
+                  instructions="Tools that run in runner's sandbox; the workspace is at the sandbox's working "
+                               "directory.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def init_options(server: Server):
+    return server.create_initialization_options(NotificationOptions(tools_changed=True))
+
+
+def _ignore_signals() -> None:
+    """While the sandboxes are being removed at the end: a client that escalates to SIGTERM (the
+    SDK's does after 2 s) must not cut that short and leave a container behind."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+
+
+# -- stdio ----------------------------------------------------------------------------------
+async def _close_on_signal(session: McpSession) -> None:
+    """SIGTERM, SIGINT or SIGHUP: remove the sandbox, then exit. The SDK's stdin reader sits in a
+    thread that only EOF ends, so waiting for the server to wind down could wait forever."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for signum in signals:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(session.close)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+
+async def _serve_stdio(session: McpSession) -> None:
+    from mcp.server.stdio import stdio_server
+
+    server = build_server(lambda ctx: (session, False), threads=2)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_close_on_signal, session)
+            async with stdio_server() as (read, write):
+                await server.run(read, write, init_options(server))
+            tg.cancel_scope.cancel()
+    finally:
+        _ignore_signals()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(session.close)
+
+
+def serve_stdio(opts: Options) -> int:
+    """Serve one MCP session on stdin/stdout until EOF or a signal; its sandbox goes with it."""
+    session = McpSession(opts.make_runner, runner=opts.make_runner())  # a bad option fails here, before serving
+    try:
+        anyio.run(_serve_stdio, session)
+    finally:
+        session.close()
+    return 0
+
+
+# -- streamable HTTP ------------------------------------------------------------------------
+class Registry:
+    """The sessions of an HTTP server, by MCP session id."""
+
+    def __init__(self, opts: Options) -> None:
+        self.opts = opts
+        self._lock = threading.Lock()
+        self.sessions: dict[str, McpSession] = {}
+        self.one_shots = 0
+        self._ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+
+    def session_for(self, ctx) -> tuple[McpSession, bool]:
+        request = getattr(ctx, "request", None)
+        sid = request.headers.get(SESSION_HEADER) if request is not None else None
+        with self._lock:
+            if sid and sid in self._ended:
+                raise McpRefused(f"MCP session {sid} has ended and its sandbox was removed: start a new session")
+            s = self.sessions.get(sid) if sid else None
+            if s is not None:
+                return s, False
+            if len(self.sessions) + self.one_shots >= self.opts.max_sessions:
+                raise McpRefused(f"runner mcp serves at most {self.opts.max_sessions} sandboxes at once "
+                                "(--max-sessions): end a session (DELETE) or wait for an idle one to be reaped")
+            admitted = self.admit(ctx)
+            if not sid:  # a request outside any session (stateless protocol): a sandbox for it alone
+                self.one_shots += 1
+                return McpSession(self.make_runner_for(ctx), release=self._one_shot_ended(admitted)), True
+            s = self.sessions[sid] = McpSession(self.make_runner_for(ctx), release=admitted)
+            return s, False
+
+    def make_runner_for(self, ctx) -> Callable[[], Any]:
+        """What makes the Runner of the session this request opens (runner serve: the tenant's)."""
+        return self.opts.make_runner
+
+    def admit(self, ctx) -> Callable[[], None] | None:
+        """Raise McpRefused when the session this request opens is one too many for whoever opens
+        it (runner serve: the tenant's maximum); else what to call when it ends."""
+        return None
+
+    def _one_shot_ended(self, admitted: Callable[[], None] | None) -> Callable[[], None]:
+        def ended() -> None:
+            with self._lock:
+                self.one_shots -= 1
+            if admitted is not None:
+                admitted()
+        return ended
+
+    def end(self, sid: str) -> None:
+        with self._lock:
+            s = self.sessions.pop(sid, None)
+            if s is not None:
+                self._ended[sid] = None
+                while len(self._ended) > FORGOTTEN_SESSIONS:
+                    self._ended.popitem(last=False)
+        if s is not None:
+            s.close()
+
+    def idle(self) -> list[str]:
+        """Sessions no request has waited on for the idle timeout. A call whose client vanished
+        does not keep its session: the request was cancelled, and closing removes the sandbox."""
+        now = time.monotonic()
+        with self._lock:
+            return [sid for sid, s in self.sessions.items()
+                    if not s.requests and now - s.last_used > self.opts.idle_timeout]
+
+    async def reap(self) -> None:
+        while True:
+            await anyio.sleep(min(max(self.opts.idle_timeout / 4, 0.2), 10.0))
+            for sid in self.idle():
+                await anyio.to_thread.run_sync(self.end, sid)
+
+    def close_all(self) -> None:
+        with self._lock:
+            sids = list(self.sessions)
+        threads = [threading.Thread(target=self.end, args=(sid,)) for sid in sids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def _end_on_delete(app, registry: Registry):
+    """After the SDK accepted a DELETE of a session, remove that session's sandbox."""
+
+    async def wrapped(scope, receive, send):
+        if scope.get("type") != "http" or scope.get("method") != "DELETE":
+            return await app(scope, receive, send)
+        status = 0
+
+        async def watch(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await app(scope, receive, watch)
+        sid = dict(scope.get("headers") or []).get(SESSION_HEADER.encode(), b"").decode("latin-1")
+        if sid and 200 <= status < 300:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(registry.end, sid)
+
+    return wrapped
+
+
+async def _announce(userver, path: str) -> None:
+    while not userver.started:
+        await anyio.sleep(0.05)
+    for s in userver.servers:
+        for sock in s.sockets:
+            host, port = sock.getsockname()[:2]
+            sys.stderr.write(f"runner mcp: serving MCP on http://{host}:{port}{path}\n")
+            sys.stderr.flush()
+            return
+
+
+async def _serve_http(opts: Options, host: str, port: int) -> None:
+    import uvicorn
+
+    registry = Registry(opts)
+    server = build_server(registry.session_for, threads=opts.max_sessions + 2)
+    app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout,
+                                     max_sessions=opts.max_sessions)
+    config = uvicorn.Config(_end_on_delete(app, registry), host=host, port=port, log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=5)
+    userver = uvicorn.Server(config)
+    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown, then raises the signal again
+    # under the handlers it found: let those be no-ops, so the sandboxes are removed below.
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda *_: setattr(userver, "should_exit", True))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(registry.reap)
+            tg.start_soon(_announce, userver, "/mcp")
+            await userver.serve()
+            tg.cancel_scope.cancel()
+    finally:
+        _ignore_signals()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(registry.close_all)
+
+
+def serve_http(opts: Options, host: str, port: int) -> int:
+    """Serve streamable HTTP until SIGTERM/SIGINT; every session's sandbox goes with its session."""
+    from ..errors import UsageError
+
+    if opts.idle_timeout <= 0:
+        raise UsageError("--idle-timeout must be a positive number of seconds")
+    if opts.max_sessions < 1:
+        raise UsageError("--max-sessions must be at least 1")
+    opts.make_runner().close()  # a bad option fails here, before serving
+    if host not in LOOPBACK:
+        sys.stderr.write(f"runner mcp: warning: serving on {host} without authentication: anyone who reaches "
+                         "this port can run tools in sandboxes with your workspace\n")
+    try:
+        anyio.run(_serve_http, opts, host, port)
+    except KeyboardInterrupt:
+        pass
+    return 0
