@@ -30,6 +30,8 @@ import threading
 import warnings
 from typing import Callable, TypeVar
 
+from ..errors import ExecutorError
+
 PREFERRED = "crun"
 RUNC = ("runc", "io.containerd.runc.v2")  # an engine's default that crun stands in for
 
@@ -101,7 +103,7 @@ def blames(error: BaseException) -> bool:
     return "OCI runtime create failed" in text and not any(f in text.lower() for f in REQUEST_FAULTS)
 
 
-class StartFailed(Exception):
+class StartFailed(ExecutorError):
     """The engine would not start a container: `error`, what it said. Raised by the start given to
     started(), once that container is removed again."""
 

@@ -44,7 +44,7 @@ def fail(message: str, code: int = 1) -> SystemExit:
 
 def guarded(fn, *args, **kw):
     """Call fn; turn every expected error into one line on stderr and an exit code."""
-    from executors.errors import ExecutorError, InvalidConfig
+    from executors.errors import InvalidConfig
 
     from ..errors import RunnerError, UsageError
     from .interrupts import handled
@@ -56,7 +56,7 @@ def guarded(fn, *args, **kw):
         raise fail(str(e), 2) from None
     except InvalidConfig as e:
         raise fail(str(e), 2) from None
-    except (ExecutorError, RunnerError) as e:
+    except RunnerError as e:  # the executors' errors too
         raise fail(str(e), getattr(e, "exit_code", 1)) from None
     except BrokenPipeError:  # stdout's reader went away: main() ends quietly
         raise

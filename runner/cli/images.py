@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..errors import RunnerError
+
 RECIPE_LABEL = "org.runner.recipe"
 Progress = Callable[[str], None]
 
@@ -32,7 +34,7 @@ def cache_dir() -> Path:
     return Path(base)
 
 
-class CannotBuild(RuntimeError):
+class CannotBuild(RunnerError):
     """A recipe's prepare.sh said this machine cannot build it (exit code 3)."""
 
 

@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Callable
 
-from executors import ExecRequest, Executor, ExecutorError
+from executors import ExecRequest, Executor, ExecutorError, SandboxGone
 from executors.models import OOM_EXIT
 
 from . import bundle, channel, lent_shells as lent
@@ -32,8 +32,9 @@ MAX_LINE = wire.MAX_LINE
 LEND_WAIT = 0.05  # seconds a call that may go to a lent shell waits for the agent's next spare
 
 
-class SandboxDied(RunnerError):
-    """The agent (or its container) ended or stopped answering; the sandbox must be replaced."""
+class SandboxDied(SandboxGone):
+    """The agent (or its container) ended or stopped answering; the sandbox must be replaced.
+    SandboxGone as the controller sees it: `except SandboxGone` catches both."""
 
 
 class NoSandbox(RunnerError):

@@ -29,6 +29,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 
+from ..errors import RunnerError
 from ..results import ImageBlock, ToolResult
 from .one_at_a_time import Stoppable, in_turn
 
@@ -57,7 +58,7 @@ class Options:
         return make_runner(self.workspace, self.executor, self.policy, list(self.protect), self.dialect)
 
 
-class McpRefused(Exception):
+class McpRefused(RunnerError):
     """This request gets no sandbox: its session ended, or the server is full."""
 
 
