@@ -6,7 +6,10 @@ their docstrings and imports nothing, not even argparse."""
 import sys
 
 WORKSPACE_HELP = "the workspace directory (default: the current directory)"
-DIALECT_HELP = "present another agent system's tools: ah, acai, forgekeeper, go-agent or miclaw (default: the policy's)"
+def _dialect_help() -> str:
+    from ..tools.dialects import names  # a listing of the package: nothing imported
+
+    return f"present another agent system's tools: {', '.join(names())} (default: the policy's)"
 DATA_HELP = "state directory (default $RUNNER_DATA, else ~/.local/share/runner); the database defaults to SQLite in it"
 DB_HELP = "database URL (sqlite:///FILE or postgresql://...); default SQLite in --data"
 HOST_HELP = "engine address: unix://, tcp:// or ssh://user@host"
@@ -121,7 +124,7 @@ def _runner_args(executor_help="docker (default) or local"):
             arg("--executor", help=executor_help),
             arg("--policy", help="policy name or file"),
             many("--protect", help="directory (relative to the workspace) that tools may not write; repeatable"),
-            arg("--dialect", help=DIALECT_HELP))
+            arg("--dialect", help=_dialect_help()))
 
 
 @command("tools",

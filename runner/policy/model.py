@@ -385,8 +385,9 @@ class Policy(Strict):
     extends: str | None = Field(default=None, description="a preset name or file this one starts from")
     warning: str | None = Field(default=None, description="said loudly by every command that runs tools")
     tenant: str | None = None
-    dialect: Literal["ah", "acai", "forgekeeper", "go-agent", "miclaw"] | None = Field(
-        default=None, description="present another agent system's tool names, arguments and results (runner/tools/dialects)")
+    dialect: str | None = Field(
+        default=None, description="present another agent system's tool names, arguments and results: one of "
+        "runner.tools.dialects.names()")
     tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
     features: Features = Field(default_factory=Features)
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
@@ -407,6 +408,14 @@ class Policy(Strict):
 
     _source: str | None = PrivateAttr(default=None)
 
+    @field_validator("dialect")
+    @classmethod
+    def _dialect(cls, v: Any) -> str | None:
+        from ..tools.dialects import names
+
+        if v is not None and (not isinstance(v, str) or v not in names()):
+            raise ValueError(f"{v!r} is not a dialect{_did_you_mean(v, names())}; use {' | '.join(names())}")
+        return v
     @field_validator("tenant")
     @classmethod
     def _tenant(cls, v: str | None) -> str | None:
