@@ -111,7 +111,7 @@ class Placement:
         return str(host)
 
     def warnings(self) -> list[str]:
-        """What a command that runs tools says on stderr before it does (runner/cli/tools.py). Raises
+        """What a command that runs tools says on stderr before it does (runner/cli/toolcalls.py). Raises
         nothing."""
         return []
 

@@ -134,7 +134,7 @@ def _runner_args(executor_help="docker (default) or local"):
          *(x for x in _runner_args("docker or local") if x[0] != ("--protect",)))
 def tools(a):
     """List the tools and their schemas."""
-    from .tools import tools as do_tools
+    from .toolcalls import tools as do_tools
 
     out(guarded(do_tools, a.preset, a.format, a.prompt, a.workspace, a.executor, a.policy, a.dialect))
 
@@ -149,12 +149,12 @@ def call(a):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
     import os
 
-    from .tools import call as do_call
+    from .toolcalls import call as do_call
 
     if a.server:
         if a.dialect:
             raise fail("--dialect: a dialect is chosen by the server's policy, not with --server", 2)
-        from .tools import call_remote
+        from .toolcalls import call_remote
 
         return guarded(call_remote, a.tool, a.args, a.server, a.key or os.environ.get("RUNNER_KEY"), a.policy)
     return guarded(do_call, a.tool, a.args, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
@@ -163,7 +163,7 @@ def call(a):
 @command("session", *_runner_args())
 def session(a):
     """JSON lines: one call {"id", "tool", "args"} per line on stdin, one result per line on stdout."""
-    from .tools import session as do_session
+    from .toolcalls import session as do_session
 
     return guarded(do_session, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
 

@@ -16,16 +16,9 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
 def gc_steps(host: str | None = None) -> tuple:
     """gc's steps, each called with dry_run, in order: this machine's first (no engine is needed
     for them, so they are done even when none answers), then the engine's."""
+    from ..controller.piddirs import sweep_local
+
     return (sweep_local, lambda dry_run: gc_engine(host, dry_run))
-
-
-def sweep_local(dry_run: bool = False) -> list[tuple[str, str, str]]:
-    """What controllers killed mid-way left on this machine, which no engine is needed to find:
-    agent-socket directories not yet taken, result stores."""
-    from ..controller import channel, output
-
-    return ([(path, "channel", why) for path, why in channel.sweep(dry_run)]
-            + [(path, "results", why) for path, why in output.sweep(dry_run)])
 
 
 def gc_engine(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:

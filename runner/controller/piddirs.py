@@ -52,3 +52,12 @@ def sweep(base: str, prefix: str, dry_run: bool = False) -> list[tuple[str, str]
             shutil.rmtree(path, ignore_errors=True)  # never follows a link inside it
         out.append((path, f"its controller (pid {pid}) is gone"))
     return out
+
+
+def sweep_local(dry_run: bool = False) -> list[tuple[str, str, str]]:
+    """What controllers killed mid-way left on this machine, which no engine is needed to find:
+    agent-socket directories not yet taken, result stores."""
+    from . import channel, output
+
+    return ([(path, "channel", why) for path, why in channel.sweep(dry_run)]
+            + [(path, "results", why) for path, why in output.sweep(dry_run)])

@@ -260,7 +260,7 @@ def test_a_per_call_runner_on_the_local_engine_loads_no_docker_py(tmp_path, no_l
     """A fresh sandbox per call: the engine's check the CLI makes before the first call
     (toolcli.require_engine) goes over wire.py too."""
     p = loaded("from runner import Runner\n"
-               "from runner.cli.tools import require_engine\n"
+               "from runner.cli.toolcalls import require_engine\n"
                f"with Runner(executor='docker', workspace={str(tmp_path)!r}, preset='all', lifecycle='per-call') as r:\n"
                "    require_engine(r)\n"
                "    print(r.call('bash', {'command': 'echo ran'}).content, end='')\n", SDK_MODULES)

@@ -43,7 +43,7 @@ def test_remote_runner_and_runner_call_server(start_server, data, policy_file):
 
 
 def test_runner_exec_and_call_import_none_of_the_service_libraries():
-    code = ("import sys, runner.cli, runner.client, runner.cli.tools, runner.cli.exec_cmd; "
+    code = ("import sys, runner.cli, runner.client, runner.cli.toolcalls, runner.cli.exec_cmd; "
             "bad = [m for m in ('fastapi', 'uvicorn', 'sqlalchemy', 'alembic', 'psycopg', 'httpx', 'starlette') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -273,7 +273,7 @@ class Sessions:
             if orphan_reason(c.get("Labels") or {}) is not None and remove_container(c["Id"]):
                 removed.append(c["Id"])
         remove_networks({sid for sid in rows})
-        from ...cli.maintenance import sweep_local  # what dead controllers left here: the previous run's among them
+        from ...controller.piddirs import sweep_local  # what dead controllers left here: the previous run's among them
 
         sweep_local()
         for sid, (tenant, state) in rows.items():
