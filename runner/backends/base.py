@@ -66,6 +66,19 @@ class BackendConfig(BaseModel):
                 data.setdefault(key, value)
         return cls.model_validate(data)
 
+    @classmethod
+    def collects_garbage(cls) -> bool:
+        """Whether collect_garbage has anything to look at (`runner gc` skips it otherwise). Raises
+        nothing."""
+        return False
+
+    @classmethod
+    def collect_garbage(cls, host: str | None, dry_run: bool) -> list[tuple[str, str, str]]:
+        """What processes of runner that died left behind on this backend (`runner gc`, `host`: its
+        --host): removed unless dry_run; (id, name or kind, reason) of each. Raises
+        EngineUnavailable when what it looks at does not answer."""
+        return []
+
     def placement(self, setting: Setting) -> "Placement":
         """This backend's Placement for one session. Raises nothing: what the backend cannot do is
         refused by Placement.check and Placement.require_engine."""

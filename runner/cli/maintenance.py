@@ -1,4 +1,5 @@
-"""`runner gc` and `runner doctor`."""
+"""`runner gc` and `runner doctor`. gc goes through the backends (BackendConfig.collect_garbage);
+doctor looks at the Docker engine, the images and the runtimes."""
 from __future__ import annotations
 
 import shutil
@@ -15,64 +16,16 @@ def gc(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, s
 
 def gc_steps(host: str | None = None) -> tuple:
     """gc's steps, each called with dry_run, in order: this machine's first (no engine is needed
-    for them, so they are done even when none answers), then the engine's."""
+    for them, so they are done even when none answers), then each backend's (its
+    BackendConfig.collect_garbage: the docker engine's containers and networks, a swarm
+    manager's services)."""
+    from .. import backends
     from ..controller.piddirs import sweep_local
 
-    return (sweep_local, lambda dry_run: gc_engine(host, dry_run))
+    def backend_step(name: str):
+        return lambda dry_run: backends.config_class(name).collect_garbage(host, dry_run)
 
-
-def gc_engine(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
-    """Orphaned runner containers, their egress networks and swarm services on the engine."""
-    client = connect(host)
-    removed = []
-    for c in managed(client):
-        reason = L.orphan_reason(c["Labels"])
-        if reason is None:
-            continue
-        if not dry_run:
-            try:
-                client.api.remove_container(c["Id"], force=True)
-            except Exception as e:  # removed meanwhile, or being removed, by its owner or another gc
-                if "No such container" not in str(e) and "already in progress" not in str(e):
-                    raise
-        removed.append((c["Id"][:12], (c.get("Names") or ["?"])[0].lstrip("/"), reason))
-    from executors.docker.egress import reap_orphans
-
-    removed += [(what, "egress", reason) for what, reason in reap_orphans(client, dry_run=dry_run)]
-    from executors.swarm import reap_orphans as reap_services  # on a swarm manager: orphaned sandbox services
-
-    removed += reap_services(client, dry_run=dry_run)
-    removed += _reap_shared_networks(client, dry_run)
-    return removed
-
-
-SHARED_NETWORK_ROLES = ("tenant-network",)  # runner serve's per-tenant egress networks
-
-
-def _reap_shared_networks(client, dry_run: bool) -> list[tuple[str, str, str]]:
-    """Networks a dead process made for several sessions (runner serve's per-tenant ones, killed
-    and never restarted), once nothing uses them: one still in use (another instance's proxy
-    on it) is kept; its user removes it."""
-    out = []
-    for net in client.api.networks(filters={"label": f"{L.MANAGED}=true"}):
-        labels = net.get("Labels") or {}
-        reason = L.orphan_reason(labels) if labels.get(L.ROLE) in SHARED_NETWORK_ROLES else None
-        if reason is None:
-            continue
-        if not dry_run:
-            try:
-                client.api.remove_network(net["Id"])
-            except Exception as e:
-                if "active endpoints" in str(e) or "No such network" in str(e) or "not found" in str(e):
-                    continue
-                raise
-        out.append((net["Id"][:12], net["Name"], reason))
-    return out
-
-
-def managed(client) -> list[dict]:
-    """runner's containers, from one list request (no per-container inspect to race with)."""
-    return client.api.containers(all=True, filters={"label": f"{L.MANAGED}=true"})
+    return (sweep_local, *(backend_step(n) for n in backends.names() if backends.config_class(n).collects_garbage()))
 
 
 def _runtime_row(client, picked: str, default: str) -> tuple[str, str, str]:
@@ -158,6 +111,8 @@ def doctor(host: str | None = None) -> list[tuple[str, str, str]]:
         else:
             rows.append(("WARN" if r.get("optional") else "FAIL", f"image {r['name']}",
                          f"{r['state']}: run `runner images build`" + (" (optional)" if r.get("optional") else "")))
+    from ..backends.docker import managed
+
     stale = [c for c in managed(client) if L.orphan_reason(c["Labels"])]
     rows.append(("WARN" if stale else "OK", "orphans", f"{len(stale)} orphaned container(s)" + (": run `runner gc`" if stale else "")))
     if not shutil.which("debootstrap"):
