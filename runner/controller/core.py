@@ -21,7 +21,6 @@ from ..errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from ..results import ToolResult
 
-STREAMING_TOOLS = {"bash", "exec"}
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
 
 
@@ -229,24 +228,21 @@ class Runner:
 
             meta.update(source=spec.source, kind=spec.kind)
             return self._run_in_sandbox("custom_run", custom.operation(spec, args, self.policy), call_id)
-        if tool.startswith("git_") and not self.policy.features.bash:
+        if spec.repo_programs and not self.policy.features.bash:
             args["no_repo_programs"] = True  # the repository's config must not run what bash may not
-        if tool == "result":
-            return self._result_tool(args)
-        if tool == "refresh_tools":
-            report = self.refresh_tools()["report"]
-            return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()) + "\n" + report)
-        if tool in STREAMING_TOOLS or "timeout" in args:
+        if spec.on_controller:
+            return getattr(self, spec.on_controller)(args)
+        if spec.streams or "timeout" in args:
             requested = args.get("timeout")
             args["timeout"] = self.policy.limits.timeout_for(tool, requested)
             if requested is not None and args["timeout"] < requested:
                 meta["timeout_capped_to"] = args["timeout"]
-        if tool in STREAMING_TOOLS and self.policy.host_commands:
+        if spec.streams and self.policy.host_commands:
             from ..host import route as hostroute
 
             host_rules = hostroute.rules(self.policy)
             if hostroute.wants_host(args["command"], host_rules):
-                return self._run_on_host(tool, args, call_id, host_rules)
+                return self._run_on_host(spec, args, call_id, host_rules)
         return self._run_in_sandbox(tool, args, call_id)
 
     def _spec(self, tool: Any):
@@ -281,7 +277,7 @@ class Runner:
                 over_quota=self._over_quota, allowed=lambda: [s.name for s in self.tools()])
         return self._guard_ctx
 
-    def _run_on_host(self, tool: str, args: dict, call_id: str, host_rules) -> ToolResult:
+    def _run_on_host(self, spec, args: dict, call_id: str, host_rules) -> ToolResult:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
@@ -291,7 +287,7 @@ class Runner:
         from ..host import route as hostroute
         from ..host.shell import CommandRefused
 
-        if tool == "exec" and args.get("background"):
+        if spec.background and args.get(spec.background):
             return ToolResult.error("background mode is refused for host commands: run it in the foreground",
                                     error_type=ErrorType.GATED)
         if self.policy.host is None:
@@ -364,6 +360,11 @@ class Runner:
                     f"(this write adds {adding} bytes); remove files (bash rm) to continue")
         return None
 
+    def _refresh_tool(self, args: dict) -> ToolResult:
+        """refresh_tools: rescan the custom tool folders, answer the tool names and the report."""
+        report = self.refresh_tools()["report"]
+        return ToolResult(content="tools: " + ", ".join(s.name for s in self.tools()) + "\n" + report)
+
     def _result_tool(self, args: dict) -> ToolResult:
         text = self.store.page(args["call_id"], args.get("offset") or 1, args.get("limit") or 2000)
         if text is None:
@@ -377,7 +378,9 @@ class Runner:
         from .sandbox import NoSandbox, SandboxDied
 
         timeout = float(args.get("timeout") or self.policy.limits.timeout) + CALL_GRACE
-        caps = self.stream_caps if tool in STREAMING_TOOLS else Caps(OTHER_MAX_CHARS, None)
+        from ..tools.schemas.registry import streaming
+
+        caps = self.stream_caps if tool in streaming() else Caps(OTHER_MAX_CHARS, None)
         sink = self.store.sink(call_id, caps)
         try:
             msg = self.session.run(call_id, tool, args, timeout, on_output=sink.write)

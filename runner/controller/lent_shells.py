@@ -40,9 +40,9 @@ import time
 from ..agent import oom, procs, zygote
 
 # The tools whose calls go to a lent shell, with the arguments that keep them on the agent's path
-# when set (a directory other than the workspace, a background job) or given at all (stdin, even
-# empty: the agent's shell then reads a pipe, not /dev/null).
-TOOLS = {"bash": ("cwd",), "exec": ("working_dir", "background")}
+# when set (a directory other than the workspace, a background job), are their specs' lent_unless
+# (registry.lent_tools()); an argument given at all (stdin, even empty: the agent's shell then reads
+# a pipe, not /dev/null) keeps any call there.
 GIVEN = ("input",)
 FDS = 3  # a spare's descriptors: command, output, status
 ACCESS = [os.O_RDWR, os.O_RDONLY, os.O_RDONLY]  # their access modes (the command's: a writer that never waits for a reader)
@@ -63,7 +63,9 @@ def command(tool: str, args: dict) -> "bytes | None":
     """The call's command, as a lent shell takes it, if the call may go to one (the agent would
     run it in a spare: procs._start); None sends it to the agent, which also says what is wrong
     with one it refuses."""
-    keep = TOOLS.get(tool)
+    from ..tools.schemas.registry import lent_tools
+
+    keep = lent_tools().get(tool)
     text = args.get("command")
     if keep is None or any(args.get(name) for name in keep) or any(args.get(name) is not None for name in GIVEN):
         return None

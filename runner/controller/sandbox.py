@@ -230,7 +230,7 @@ class Sandbox:
             raise SandboxDied(self.dead or "the sandbox is closed")
         self.used = True
         msg = None
-        if self._lending and tool in lent.TOOLS:
+        if self._lending:
             command = lent.command(tool, args)
             if command is not None:
                 msg = self._call_lent(call_id, command, args, time.monotonic() + timeout, on_output)

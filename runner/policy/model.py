@@ -19,12 +19,6 @@ from executors.models import DEFAULT_IMAGE, Limits, parse_size
 
 from ..errors import RunnerError
 
-# Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
-GATED_TOOLS: dict[str, frozenset[str]] = {
-    "bash": frozenset({"bash", "exec", "process"}),
-    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search", "git_push", "git_pull"}),
-    "writes": frozenset({"write", "edit", "apply_patch", "git_add", "git_commit", "git_push", "git_pull"}),
-}
 TOOL_PRESETS = ("coding", "readonly", "web", "git", "all", "none")
 LOCAL_WARNING = ("executor local: tools run directly on this machine with your user's permissions. "
                  "This is NOT a sandbox: no container, no network isolation, no resource limits.")
@@ -474,7 +468,9 @@ class Policy(Strict):
                 return None
             return (f"custom tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
                     "commands): name it in tools.allow")
-        for gate, names in GATED_TOOLS.items():
+        from ..tools.schemas.registry import gates  # each tool's spec says which gates switch it off
+
+        for gate, names in gates().items():
             if tool in names and not getattr(self.features, gate):
                 return f"tool {tool} is switched off by the policy {self.name} (features.{gate}: false)"
         if tool in self.tools.allow or tool in preset_tools:

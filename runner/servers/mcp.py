@@ -114,7 +114,7 @@ class McpSession:
              stop: Stoppable | None = None) -> tuple[ToolResult, bool]:
         """(the result, whether the tool list changed). relay receives bash's output as it comes.
         stop: the request's, stopped when its client cancels it."""
-        from ..controller.core import STREAMING_TOOLS
+        from ..tools.schemas.registry import streaming
 
         with self._runner() as r:
             if stop is not None and not stop.begin(r.session):
@@ -123,7 +123,7 @@ class McpSession:
                 before = mcp_tools(r) if name == "refresh_tools" else None
                 d = getattr(r, "dialect", None)
                 native = d.native_of(name) if d is not None else name  # a dialect's run_bash streams as bash does
-                self._relay = relay if native in STREAMING_TOOLS else None
+                self._relay = relay if native in streaming() else None
                 result = r.call(name, args)
                 return result, before is not None and mcp_tools(r) != before
             finally:

@@ -39,7 +39,7 @@ def test_every_exception_class_of_runner_is_a_runner_error():
     derives from RunnerError or from another class of runner's."""
     found = []
     for f in ROOT.rglob("*.py"):
-        if "agent" in f.parts:
+        if "agent" in f.parts or f.name == "conformance.py":  # the agent is its own program; Skip is test flow
             continue
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.ClassDef):
