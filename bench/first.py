@@ -94,6 +94,6 @@ def first_section(n: int, results: dict, image: str, workspace) -> list[tuple]:
     notes = ["each runner figure took turns with the `docker run` beside it (same image, same command); "
              "a fresh process's phases are timed inside it (bench/first_child.py), its interpreter's own "
              "start not counted",
-             "close() answers at once: the container's removal runs after it (runner/finisher.py), and the "
+             "close() answers at once: the container's removal runs after it (runner/controller/finisher.py), and the "
              "process waits for it before it exits (counted in `runner call`'s figure)"]
     return [("first result: a new process, against `docker run --rm` in the same run", rows, notes)]

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.run import IMAGE, LABEL, loadavg, timed  # noqa: E402
-from runner.wspath import remove_tree, usage  # noqa: E402
+from runner.untrusted.wspath import remove_tree, usage  # noqa: E402
 
 
 def tree(root: Path, n: int) -> None:

@@ -236,7 +236,7 @@ def print_summary(results: dict, load_before: str) -> None:
                      "how soon after the fork's turn the kernel runs the sandbox's processes on both CPUs again "
                      "(settled, a call is ~0.6 ms; DESIGN.md)")
     if "agent_turns_ratio" in results and "bash_call" in results:
-        extra.append(f"lent shells (runner/lent.py) against the agent's path in the same run: in turns "
+        extra.append(f"lent shells (runner/controller/lent_shells.py) against the agent's path in the same run: in turns "
                      f"{results['bash_call'] / results['fork_turns']:.2f}x against {results['agent_turns_ratio']:.2f}x, "
                      f"50 ms apart {results['bash_call_paced'] / results['fork_paced']:.2f}x against "
                      f"{results['agent_paced_ratio']:.2f}x the fork")

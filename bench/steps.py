@@ -67,8 +67,9 @@ WAIT = "  of which waiting for the agent's next spare"  # (inside "sandbox call"
 
 
 def steps_section(n: int):
-    from runner import Runner, guards, lent, sandbox
-    from runner.audit import AuditLog
+    from runner import Runner
+    from runner.controller import guards, lent_shells as lent, sandbox
+    from runner.reporting.audit import AuditLog
 
     now: list = [None]
     made = [_wrap(guards, s.__name__, f"guard {s.__name__}", now) for s in guards.STEPS]

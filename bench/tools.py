@@ -41,10 +41,11 @@ def _ends(xs: list[float], k: int = 20) -> tuple[float, float]:
 
 
 def _through_the_agent(ws, calls: int, rows_call: list, results: dict) -> None:
-    """The same bash calls with no shell lent to the controller (runner/lent.py off: each call
+    """The same bash calls with no shell lent to the controller (runner/controller/lent_shells.py off: each call
     goes through the agent, four wake-ups where a lent shell's has two), in turns with the fork
     and paced as above: what lending gains, measured in the same minutes."""
-    from runner import Runner, lent
+    from runner import Runner
+    from runner.controller import lent_shells as lent
 
     real = lent.nowait
     lent.nowait = lambda: False  # (only sandboxes started from here on)
@@ -136,7 +137,7 @@ def tools_section(n: int, results: dict):
         return took
 
     rows_start.append(("Runner(docker).start(), no pool (close not timed)", [start_only(0) for _ in range(n)], None))
-    from runner.pool import SandboxPool
+    from runner.controller.pool import SandboxPool
 
     r = Runner(executor="docker", workspace=ws, preset="all")
 

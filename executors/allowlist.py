@@ -1,7 +1,7 @@
 """The network allowlist's grammar: one parser for the policy, the in-sandbox agent and the proxy.
 
 STANDARD LIBRARY ONLY, Python 3.9+: the in-sandbox agent gets this file in its bundle
-(runner/bundle.py) and the egress proxy container gets its source before the proxy's
+(runner/controller/bundle.py) and the egress proxy container gets its source before the proxy's
 (executors/docker/egress.py), so what `runner policy check` accepts is exactly what a run does.
 
 An entry is HOST or HOST:PORT, where HOST is

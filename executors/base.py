@@ -75,7 +75,8 @@ class Process(ABC):
 
     # -- used by callers ----------------------------------------------------------------
     def read(self, timeout: float | None = None) -> tuple[str, bytes] | None:
-        """Next (stream, chunk); ("eof", b"") once all output is read; None if nothing came in time."""
+        """Next (stream, chunk); ("eof", b"") once all output is read; None if nothing came in time.
+        Raises nothing: a lost transport ends the output (its "eof")."""
         if self.eof:
             return _EOF
         try:
@@ -87,7 +88,7 @@ class Process(ABC):
         return item
 
     def output(self) -> Iterator[tuple[str, bytes]]:
-        """Iterate over output chunks until EOF (no timeout)."""
+        """Iterate over output chunks until EOF (no timeout). Raises nothing."""
         while True:
             item = self.read()
             if item is None or item[0] == "eof":
@@ -96,36 +97,42 @@ class Process(ABC):
 
     @abstractmethod
     def write(self, data: bytes) -> None:
-        """Write to the command's stdin."""
+        """Write to the command's stdin. Raises OSError (BrokenPipeError once the command closed its
+        stdin or ended) or SandboxGone (the sandbox or the connection to it is gone)."""
 
     @abstractmethod
     def close_stdin(self) -> None:
-        """Close the command's stdin (EOF for the reader)."""
+        """Close the command's stdin (EOF for the reader). Raises nothing: a stdin already closed, or
+        a command already gone, is not an error."""
 
     @abstractmethod
     def wait(self, timeout: float | None = None) -> int | None:
-        """Exit status once the command has ended; None if it still runs after `timeout`."""
+        """Exit status once the command has ended; None if it still runs after `timeout`. Raises
+        SandboxGone when the engine or the connection that ran it was lost, so its status can never
+        be known."""
 
     @abstractmethod
     def kill(self) -> None:
-        """Kill the command and every process in its process group / tree."""
+        """Kill the command and every process in its process group / tree. Raises nothing: a command
+        that already ended, or a sandbox already gone, is not an error."""
 
     def oom_killed(self) -> bool:
-        """Whether the sandbox's memory limit killed something of this command."""
+        """Whether the sandbox's memory limit killed something of this command. Raises nothing."""
         return False
 
     def gone(self) -> bool:
         """Whether the sandbox under the command has died (asked after a second of silence,
-        so a dead sandbox whose transport stays open cannot hang a call)."""
+        so a dead sandbox whose transport stays open cannot hang a call). Raises nothing."""
         return False
 
     def ended(self) -> bool:
         """Whether the command's transport has ended (asked without blocking, e.g. of a warm
-        sandbox before it is handed out: an engine restart ends it while nobody reads)."""
+        sandbox before it is handed out: an engine restart ends it while nobody reads). Raises
+        nothing."""
         return self.eof
 
     def close(self) -> None:
-        """Release transport resources (sockets, channels). Idempotent."""
+        """Release transport resources (sockets, channels). Idempotent. Raises nothing."""
 
 
 class FailedProcess(Process):
@@ -254,14 +261,21 @@ class Executor(ABC):
         self.stop()
 
     def start(self) -> None:
-        """Make the sandbox ready. Idempotent."""
+        """Make the sandbox ready. Idempotent. Raises EngineUnavailable (the engine or SSH server
+        does not answer), ImageNotFound (never pulled), InvalidConfig (a refused setting), or another
+        ExecutorError naming what the backend refused; nothing is left behind when it raises."""
 
     def stop(self) -> None:
-        """Tear the sandbox down and release everything it holds. Idempotent."""
+        """Tear the sandbox down and release everything it holds. Idempotent. Raises nothing for a
+        sandbox already gone; EngineUnavailable when the engine does not answer to remove it."""
 
     @abstractmethod
     def spawn(self, req: ExecRequest) -> Process:
-        """Start req.argv and return at once with a Process (stdin open, output queued)."""
+        """Start req.argv and return at once with a Process (stdin open, output queued). Raises
+        SandboxGone (the sandbox was removed or stopped), EngineUnavailable, ImageNotFound (a
+        per-call container's image), InvalidConfig (a request the backend refuses, e.g. another user
+        on the local backend). A command that cannot start inside the sandbox is not raised: its
+        Process ends with 126/127 (exec says why)."""
 
     # -- built once for every backend ---------------------------------------------------
     def exec(
@@ -281,6 +295,7 @@ class Executor(ABC):
         req.max_output bounds each stream: past it the command is killed, output_limited set.
         A command that never started (not found, not executable, unknown user, no working
         directory) gives exit 127/126 with start_failure set and runner's message on stderr.
+        Raises ExecCancelled (cancel was set), and what spawn and Process.wait raise.
         """
         res = self._exec(req, stdin=stdin, on_output=on_output, cancel=cancel)
         if res.start_failure is None and res.exit_code in (126, 127) and not res.timed_out and not res.oom_killed:
@@ -294,7 +309,8 @@ class Executor(ABC):
     def diagnose_start(self, req: ExecRequest) -> StartFailure | None:
         """After exit 126/127: did req never start, and why? None when it did start (a script
         that itself exited 127 stays the script's result). Runs one short probe as the
-        sandbox's default user in its default directory, the request's environment applied."""
+        sandbox's default user in its default directory, the request's environment applied. Raises
+        nothing: a probe that cannot run gives None."""
         probe = ExecRequest(argv=["/bin/sh", "-c", DIAGNOSE_START, "runner-diagnose", req.argv[0], req.cwd or "",
                                   req.user or ""], env=req.env, timeout=30, max_output=4096)
         try:
@@ -395,20 +411,22 @@ class Executor(ABC):
                     on_output: OutputCallback | None = None) -> ExecResult:
         """exec for asyncio callers: the command runs in a worker thread, so the event loop is
         never blocked; cancelling the awaiting task kills the command's whole process tree, and
-        the cancellation goes on only once it is dead."""
+        the cancellation goes on only once it is dead. Raises what exec raises."""
         cancel = threading.Event()
         return await _in_thread(lambda: self.exec(req, stdin=stdin, on_output=on_output, cancel=cancel), cancel)
 
     async def aput_file(self, path: str, data: bytes, mode: int | None = None) -> None:
-        """put_file in a worker thread (a cancellation waits for the bounded write to end)."""
+        """put_file in a worker thread (a cancellation waits for the bounded write to end). Raises
+        what put_file raises."""
         await _in_thread(lambda: self.put_file(path, data, mode), None)
 
     async def aget_file(self, path: str, max_size: int | None = MAX_GET_FILE) -> bytes:
-        """get_file in a worker thread (a cancellation waits for the bounded read to end)."""
+        """get_file in a worker thread (a cancellation waits for the bounded read to end). Raises
+        what get_file raises."""
         return await _in_thread(lambda: self.get_file(path, max_size=max_size), None)
 
     def run(self, argv: list[str], **kw) -> ExecResult:
-        """Shorthand: exec(ExecRequest(argv=argv, **kw))."""
+        """Shorthand: exec(ExecRequest(argv=argv, **kw)). Raises what exec raises."""
         return self.exec(ExecRequest(argv=argv, **kw))
 
     # Files: a default built on exec with POSIX sh, so it works in any image with a shell, over

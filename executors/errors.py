@@ -1,7 +1,21 @@
-"""Errors of the executor layer, each with a message a person can act on."""
+"""Errors of the executor layer, each with a message a person can act on, and the root of every
+error runner raises.
+
+RunnerError is defined here, not in runner/, because the dependencies point one way (runner ->
+executors) and executors must stay importable without runner; runner.errors re-exports it. So
+`except RunnerError` catches everything runner raises on purpose, the executors' errors included,
+and the CLI turns any of them into one line and its `exit_code`.
+"""
 
 
-class ExecutorError(Exception):
+class RunnerError(Exception):
+    """Something runner could not do: exit 1 (or `exit_code`). The root of every error runner and its
+    executors raise on purpose."""
+
+    exit_code = 1
+
+
+class ExecutorError(RunnerError):
     """Base of every executor error."""
 
 
@@ -16,7 +30,9 @@ class ImageNotFound(ExecutorError):
 
 
 class SandboxGone(ExecutorError):
-    """The sandbox died or was removed while in use."""
+    """The sandbox died or was removed while in use: it must be replaced. The controller raises
+    it as runner.controller.sandbox.SandboxDied when the agent in the sandbox ends or stops
+    answering (the same idea, seen one layer up)."""
 
 
 class InvalidConfig(ExecutorError):

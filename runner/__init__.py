@@ -9,16 +9,16 @@ Imports are lazy so `runner --help` stays instant.
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["Runner", "ToolResult"]
+__all__ = ["ErrorType", "RemoteRunner", "Runner", "RunnerError", "ToolResult"]
+
+# the documented names, each imported when first used (PEP 562)
+_LAZY = {"Runner": "controller.core", "ToolResult": "results", "RemoteRunner": "client", "RunnerError": "errors",
+         "ErrorType": "errors"}
 
 
 def __getattr__(name: str):
-    if name == "Runner":
-        from .core import Runner
+    if name in _LAZY:
+        import importlib
 
-        return Runner
-    if name == "ToolResult":
-        from .results import ToolResult
-
-        return ToolResult
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module 'runner' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The controller's errors, and the error_type contract of tool results.
 
-Every error runner raises on purpose is a RunnerError (the CLI turns it into one line on stderr
+Every error runner raises on purpose is a RunnerError, the executors' errors included (the CLI turns it into one line on stderr
 and its `exit_code`, never a traceback); UsageError is the person's mistake (exit 2). A tool's
 failure is never raised: it is a ToolResult with is_error and `meta.error_type`, one of
 ErrorType (documented in the README as a contract).
@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from executors.errors import RunnerError  # the root, there so that executors need nothing of runner
 
-class RunnerError(Exception):
-    """Something runner could not do: exit 1 (or `exit_code`). The base of the controller's errors."""
 
-    exit_code = 1
+__all__ = ["ErrorType", "RunnerError", "UsageError"]
 
 
 class UsageError(RunnerError):

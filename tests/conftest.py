@@ -57,7 +57,7 @@ def no_leaks(docker_client):
     """Fail a test that leaves a runner container behind (and remove what it left)."""
     before = _ours(docker_client)
     yield
-    from runner import finisher
+    from runner.controller import finisher
 
     finisher.wait(timeout=120)  # the removals a closing Runner left to run after its answer
     left = {cid for cid, labels in _ours(docker_client).items() if cid not in before and _leaked(labels)}

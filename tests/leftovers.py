@@ -42,8 +42,8 @@ def owner_alive(pid: int) -> bool:
 
 
 def result_stores(pid: int) -> list[str]:
-    """The result stores (runner/output.py) the controller with that pid made and has not removed."""
-    from runner.output import DIR_PREFIX
+    """The result stores (runner/controller/output.py) the controller with that pid made and has not removed."""
+    from runner.controller.output import DIR_PREFIX
 
     return glob.glob(os.path.join(tempfile.gettempdir(), f"{DIR_PREFIX}{pid}[.-]*"))
 

@@ -52,7 +52,7 @@ def run(engine: Engine, cfg, argv: list[str], *, stdin: BinaryIO | None,
         on_start: "Callable[[str], None] | None" = None) -> Outcome:
     """Run argv in a fresh container made from cfg; output goes to on_output(stream, data) as it
     comes; stdin is copied in until its end. The container is gone when this returns or raises.
-    relay: signals to pass on to the command while it runs (runner.interrupts.Relay: its `fd`
+    relay: signals to pass on to the command while it runs (runner.cli.interrupts.Relay: its `fd`
     wakes the pump, take() lists them, `active` is set while they are passed on); one that asks
     it to end (END_SIGNALS) is followed by a kill stop_timeout seconds later if it still runs.
     tty: the container gets a terminal (its output one stream, "stdout"), sized tty() (rows,

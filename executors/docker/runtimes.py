@@ -14,7 +14,7 @@ installs and registers crun, and runs one sandbox under it first.
 
 What an engine offers is asked once per engine and process (`GET /info`, or docker-py's info(); a
 client handed in: once per executor),
-and the same answer serves runner/channel.py.
+and the same answer serves runner/controller/channel.py.
 
 A runtime this module chose is never worse than the engine's default: a container it could not
 start (the engine's "OCI runtime create failed", as crun registered by hand on a host it cannot run
@@ -29,6 +29,8 @@ import os
 import threading
 import warnings
 from typing import Callable, TypeVar
+
+from ..errors import ExecutorError
 
 PREFERRED = "crun"
 RUNC = ("runc", "io.containerd.runc.v2")  # an engine's default that crun stands in for
@@ -101,7 +103,7 @@ def blames(error: BaseException) -> bool:
     return "OCI runtime create failed" in text and not any(f in text.lower() for f in REQUEST_FAULTS)
 
 
-class StartFailed(Exception):
+class StartFailed(ExecutorError):
     """The engine would not start a container: `error`, what it said. Raised by the start given to
     started(), once that container is removed again."""
 

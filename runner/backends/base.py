@@ -53,7 +53,8 @@ class BackendConfig(BaseModel):
     def from_given(cls, given: Any = None, **settings: Any) -> "BackendConfig":
         """The config from what the caller handed the Runner: `given` (a config of this backend or
         its dict; None: the defaults) and the Runner's backend keywords (`ssh=`, `egress_network=`),
-        of which this config takes the ones that are its fields (None means not given)."""
+        of which this config takes the ones that are its fields (None means not given). Raises
+        ValueError (pydantic's ValidationError is one) for a config of another backend or a bad field."""
         if isinstance(given, cls):
             return given
         if isinstance(given, BaseModel):
@@ -65,7 +66,22 @@ class BackendConfig(BaseModel):
                 data.setdefault(key, value)
         return cls.model_validate(data)
 
+    @classmethod
+    def collects_garbage(cls) -> bool:
+        """Whether collect_garbage has anything to look at (`runner gc` skips it otherwise). Raises
+        nothing."""
+        return False
+
+    @classmethod
+    def collect_garbage(cls, host: str | None, dry_run: bool) -> list[tuple[str, str, str]]:
+        """What processes of runner that died left behind on this backend (`runner gc`, `host`: its
+        --host): removed unless dry_run; (id, name or kind, reason) of each. Raises
+        EngineUnavailable when what it looks at does not answer."""
+        return []
+
     def placement(self, setting: Setting) -> "Placement":
+        """This backend's Placement for one session. Raises nothing: what the backend cannot do is
+        refused by Placement.check and Placement.require_engine."""
         raise NotImplementedError
 
 
@@ -85,66 +101,74 @@ class Placement:
     # -- where things are ---------------------------------------------------------------
     @property
     def workspace(self) -> str:
-        """The workspace as the sandbox sees it."""
+        """The workspace as the sandbox sees it. Raises nothing."""
         return str(self.setting.workspace)
 
     @property
     def tools_root(self) -> Optional[str]:
         """Where this machine's tool folders appear in the sandbox (mounted or copied there), or
-        None when the sandbox uses them where they are."""
+        None when the sandbox uses them where they are. Raises nothing."""
         return None
 
     def in_sandbox(self, rel: str) -> str:
-        """A workspace-relative path as the sandbox sees it."""
+        """A workspace-relative path as the sandbox sees it. Raises nothing."""
         return posixpath.join(self.workspace, rel) if rel else self.workspace
 
     def host_path(self, path: str) -> str:
-        """A path a tool names (as the sandbox sees it) as this machine sees it."""
+        """A path a tool names (as the sandbox sees it) as this machine sees it. Raises nothing."""
         return path
 
     def sandbox_view(self, host: Path) -> Optional[str]:
         """Where a folder of this machine is in the sandbox without shipping it, or None: it
-        must be shipped (mounted or copied under tools_root)."""
+        must be shipped (mounted or copied under tools_root). Raises nothing."""
         return str(host)
 
     def warnings(self) -> list[str]:
-        """What a command that runs tools says on stderr before it does (runner/toolcli.py)."""
+        """What a command that runs tools says on stderr before it does (runner/cli/toolcalls.py). Raises
+        nothing."""
         return []
 
     # -- what the session holds ---------------------------------------------------------
     def check(self, protected: list[str]) -> None:
-        """Refuse (RunnerError) a workspace this backend cannot protect, before any sandbox."""
+        """Refuse a workspace this backend cannot protect, before any sandbox: raises RunnerError
+        (UnsafePath for a link on the way) saying why."""
 
     def open(self) -> None:
-        """Start what the session's sandboxes share (an egress proxy)."""
+        """Start what the session's sandboxes share (an egress proxy). Raises EngineUnavailable or
+        another ExecutorError (EgressUnavailable) when it cannot; nothing is left behind then."""
 
     def ship(self, tools: list[ToolFolder]) -> Optional[str]:
         """Bring this machine's tool folders to the sandbox's side now (a copy); why it failed,
-        or None. A backend that mounts them does so in make_sandbox instead."""
+        or None. A backend that mounts them does so in make_sandbox instead. Raises nothing: a
+        failure is the returned reason."""
         return None
 
     def frozen(self) -> ContextManager:
-        """Hold the session's sandboxes still while a host command runs."""
+        """Hold the session's sandboxes still while a host command runs. Raises nothing on entry
+        for sandboxes already gone; EngineUnavailable if the engine does not answer."""
         return nullcontext()
 
     def close(self) -> None:
-        """Remove what open() and ship() made. Each step runs even after an earlier one failed."""
+        """Remove what open() and ship() made. Each step runs even after an earlier one failed.
+        Raises nothing: what could not be removed is left for `runner gc`, which finds it by label."""
 
     def require_engine(self, lifecycle: str) -> None:
         """Raise EngineUnavailable (one line, exit 69) when what makes the sandboxes does not
         answer, for a Runner that makes them only later (per call): it would otherwise report
-        each call's failure as a tool error."""
+        each call's failure as a tool error. Raises EngineUnavailable only."""
 
     def remove_sandboxes(self) -> None:
         """Force-remove this session's sandboxes made by this process now, under a call still
-        running (its client gone), so the call ends now rather than at its timeout."""
+        running (its client gone), so the call ends now rather than at its timeout. Raises nothing:
+        the call it ends sees SandboxDied."""
 
     # -- the sandbox ----------------------------------------------------------------------
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]) -> Any:
         """A Sandbox (not started) on this backend's executor. `hello` holds what every agent is
-        told; this adds where the workspace, protected paths and extra roots are."""
+        told; this adds where the workspace, protected paths and extra roots are. Raises nothing
+        itself: the Sandbox's start raises SandboxDied, or what Executor.start raises."""
         raise NotImplementedError
 
     def roots(self) -> list[dict]:
-        """The policy's extra mounts as the agent sees them: [{path, read_only}]."""
+        """The policy's extra mounts as the agent sees them: [{path, read_only}]. Raises nothing."""
         return []

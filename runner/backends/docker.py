@@ -30,6 +30,14 @@ class DockerBackend(BackendConfig):
     def placement(self, setting: Setting) -> "DockerPlacement":
         return DockerPlacement(self, setting)
 
+    @classmethod
+    def collects_garbage(cls) -> bool:
+        return True
+
+    @classmethod
+    def collect_garbage(cls, host: str | None, dry_run: bool) -> list[tuple[str, str, str]]:
+        return collect_garbage(host, dry_run)
+
 
 class DockerPlacement(Placement):
     config: DockerBackend
@@ -71,7 +79,7 @@ class DockerPlacement(Placement):
 
     # -- what the session holds ---------------------------------------------------------
     def check(self, protected: list[str]) -> None:
-        from ..wspath import UnsafePath
+        from ..untrusted.wspath import UnsafePath
 
         try:  # refuse a workspace whose protected paths cannot be held, before any sandbox
             self.protection_mounts(protected)
@@ -93,7 +101,7 @@ class DockerPlacement(Placement):
         self.egress = eg
 
     def frozen(self):
-        from ..hostfreeze import frozen
+        from ..host.freeze import frozen
 
         return frozen(self.setting.session_id)
 
@@ -104,7 +112,7 @@ class DockerPlacement(Placement):
 
         remove_owed()
         if self.egress is not None:  # after every sandbox on its network is gone
-            from .. import finisher
+            from ..controller import finisher
 
             finisher.wait()  # (those a closing Runner left to it)
             self.egress.stop()
@@ -206,14 +214,14 @@ class DockerPlacement(Placement):
         return DockerExecutor(cfg)
 
     def direct_channel(self, cfg) -> bool:
-        """Whether the agent can reach a socket of this machine (runner/channel.py); a cluster
+        """Whether the agent can reach a socket of this machine (runner/controller/channel.py); a cluster
         backend, whose sandboxes run on other machines, says no."""
-        from .. import channel
+        from ..controller import channel
 
         return channel.usable(os.environ.get("DOCKER_HOST", ""), cfg.runtime)
 
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
-        from ..sandbox import Sandbox
+        from ..controller.sandbox import Sandbox
 
         cfg = self.sandbox_config(protected, tools)
         hello = {**hello, "workspace": SANDBOX_WORKSPACE, "protected": [self.in_sandbox(p) for p in protected],
@@ -224,7 +232,7 @@ class DockerPlacement(Placement):
             return Sandbox(self.executor(cfg), hello, cwd=SANDBOX_WORKSPACE)
         from executors.docker import Mount
 
-        from .. import channel
+        from ..controller import channel
 
         listener = channel.Listener(tuple(int(x) for x in cfg.user.split(":")))
         engine = os.environ.get("DOCKER_HOST", "")
@@ -249,7 +257,7 @@ def _with_identity(mount, ws):
     mounted another: executors/docker/mounts.py, identity). UnsafePath for a link on the way."""
     from executors.docker.mounts import identity
 
-    from ..wspath import UnsafePath, relative
+    from ..untrusted.wspath import UnsafePath, relative
 
     rel = relative(ws, mount.source)
     if rel is None:
@@ -259,3 +267,63 @@ def _with_identity(mount, ws):
     except OSError as e:
         raise UnsafePath(f"mount source {rel or '.'} of the workspace: {e.strerror or e}; the controller does not "
                          "follow links in the workspace") from None
+
+
+# -- runner gc: what dead processes left on the engine ------------------------------------
+def collect_garbage(host: str | None = None, dry_run: bool = False) -> list[tuple[str, str, str]]:
+    """Orphaned runner containers and their egress networks on the engine, and serve's shared
+    networks nothing uses any more (`runner gc`)."""
+    from executors.docker import labels as L
+    from executors.docker.engine import connect
+
+    client = connect(host)
+    removed = []
+    for c in managed(client):
+        reason = L.orphan_reason(c["Labels"])
+        if reason is None:
+            continue
+        if not dry_run:
+            try:
+                client.api.remove_container(c["Id"], force=True)
+            except Exception as e:  # removed meanwhile, or being removed, by its owner or another gc
+                if "No such container" not in str(e) and "already in progress" not in str(e):
+                    raise
+        removed.append((c["Id"][:12], (c.get("Names") or ["?"])[0].lstrip("/"), reason))
+    from executors.docker.egress import reap_orphans
+
+    removed += [(what, "egress", reason) for what, reason in reap_orphans(client, dry_run=dry_run)]
+    removed += _reap_shared_networks(client, dry_run)
+    return removed
+
+
+SHARED_NETWORK_ROLES = ("tenant-network",)  # runner serve's per-tenant egress networks
+
+
+def _reap_shared_networks(client, dry_run: bool) -> list[tuple[str, str, str]]:
+    """Networks a dead process made for several sessions (runner serve's per-tenant ones, killed
+    and never restarted), once nothing uses them: one still in use (another instance's proxy
+    on it) is kept; its user removes it."""
+    from executors.docker import labels as L
+
+    out = []
+    for net in client.api.networks(filters={"label": f"{L.MANAGED}=true"}):
+        labels = net.get("Labels") or {}
+        reason = L.orphan_reason(labels) if labels.get(L.ROLE) in SHARED_NETWORK_ROLES else None
+        if reason is None:
+            continue
+        if not dry_run:
+            try:
+                client.api.remove_network(net["Id"])
+            except Exception as e:
+                if "active endpoints" in str(e) or "No such network" in str(e) or "not found" in str(e):
+                    continue
+                raise
+        out.append((net["Id"][:12], net["Name"], reason))
+    return out
+
+
+def managed(client) -> list[dict]:
+    """runner's containers, from one list request (no per-container inspect to race with)."""
+    from executors.docker import labels as L
+
+    return client.api.containers(all=True, filters={"label": f"{L.MANAGED}=true"})

@@ -24,7 +24,7 @@ class LocalPlacement(Placement):
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
         from executors.local import LocalExecutor
 
-        from ..sandbox import Sandbox
+        from ..controller.sandbox import Sandbox
 
         ws = self.workspace
         hello = {**hello, "workspace": ws, "protected": [self.in_sandbox(p) for p in protected], "roots": self.roots()}

@@ -73,7 +73,7 @@ class SSHPlacement(Placement):
     def make_sandbox(self, hello: dict, protected: list[str], tools: list[ToolFolder]):
         from executors.ssh import SSHExecutor
 
-        from ..sandbox import Sandbox
+        from ..controller.sandbox import Sandbox
 
         ws = self.workspace
         hello = {**hello, "workspace": ws, "protected": [self.in_sandbox(p) for p in protected]}
@@ -136,7 +136,7 @@ def _tree_size(path: Path) -> int:
     store them."""
     import stat
 
-    from ..wspath import walk
+    from ..untrusted.wspath import walk
 
     try:
         st = path.lstat()

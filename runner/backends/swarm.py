@@ -29,6 +29,19 @@ class SwarmBackend(DockerBackend):
     def placement(self, setting: Setting) -> "SwarmPlacement":
         return SwarmPlacement(self, setting)
 
+    @classmethod
+    def collect_garbage(cls, host: str | None, dry_run: bool) -> list[tuple[str, str, str]]:
+        """Orphaned sandbox services and their networks, where the engine at host is a swarm
+        manager (nothing elsewhere); its containers are the docker backend's to collect."""
+        from executors.docker.engine import connect
+        from executors.swarm import reap_orphans
+
+        client = connect(host)
+        try:
+            return reap_orphans(client, dry_run=dry_run)
+        finally:
+            client.close()
+
 
 class SwarmPlacement(DockerPlacement):
     config: SwarmBackend

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
-from ..printable import json_text, printable
+from ..untrusted.printable import json_text, printable
 
 _ask_lock = threading.Lock()  # one question on the terminal at a time
 

@@ -293,7 +293,7 @@ def show(name_or_file: str, *, protect: list[str] | tuple[str, ...] = (), enviro
          overrides: dict[str, Any] | None = None) -> str:
     """`runner policy show`: the effective policy as YAML, after --protect and the environment.
     Secret values are never part of it (only their sources), and the text is redacted anyway."""
-    from ..redact import Redactor
+    from ..reporting.redact import Redactor
 
     policy = load(name_or_file, environ).effective(protect=protect, environ=environ, overrides=overrides)
     head = [f"# policy {policy.name} from {policy.source}"]

@@ -19,12 +19,6 @@ from executors.models import DEFAULT_IMAGE, Limits, parse_size
 
 from ..errors import RunnerError
 
-# Tools each feature gate switches off. The registry owns the tools; this is only the gate map.
-GATED_TOOLS: dict[str, frozenset[str]] = {
-    "bash": frozenset({"bash", "exec", "process"}),
-    "network_tools": frozenset({"http_fetch", "web_fetch", "web_search", "git_push", "git_pull"}),
-    "writes": frozenset({"write", "edit", "apply_patch", "git_add", "git_commit", "git_push", "git_pull"}),
-}
 TOOL_PRESETS = ("coding", "readonly", "web", "git", "all", "none")
 LOCAL_WARNING = ("executor local: tools run directly on this machine with your user's permissions. "
                  "This is NOT a sandbox: no container, no network isolation, no resource limits.")
@@ -228,7 +222,7 @@ class MountSpec(Strict):
         source, or an absolute one lying in the workspace, lexically or once the operator's own
         links are followed); None for a path of the operator's. Raises UnsafePath for a relative
         source that leaves the workspace ('..')."""
-        from ..wspath import UnsafePath, relative, touches
+        from ..untrusted.wspath import UnsafePath, relative, touches
 
         ws = Path(workspace)
         raw = os.path.expanduser(self.source)
@@ -248,7 +242,7 @@ class MountSpec(Strict):
         component without following links (an earlier session may have planted `cache -> /`):
         a link on the way raises UnsafePath naming it. The operator's paths are taken as they
         resolve (~ expanded)."""
-        from ..wspath import inside
+        from ..untrusted.wspath import inside
 
         rel = self.workspace_rel(workspace)
         if rel is None:
@@ -323,7 +317,7 @@ class Secret(Strict):
             return val
         path = Path(os.path.expanduser(self.from_file))
         if workspace is not None:
-            from ..wspath import touches
+            from ..untrusted.wspath import touches
 
             ws = Path(workspace)
             if touches(ws, path):
@@ -385,8 +379,9 @@ class Policy(Strict):
     extends: str | None = Field(default=None, description="a preset name or file this one starts from")
     warning: str | None = Field(default=None, description="said loudly by every command that runs tools")
     tenant: str | None = None
-    dialect: Literal["ah", "acai", "forgekeeper", "go-agent", "miclaw"] | None = Field(
-        default=None, description="present another agent system's tool names, arguments and results (runner/dialects)")
+    dialect: str | None = Field(
+        default=None, description="present another agent system's tool names, arguments and results: one of "
+        "runner.tools.dialects.names()")
     tools: ToolsPolicy = Field(default_factory=ToolsPolicy)
     features: Features = Field(default_factory=Features)
     sandbox: SandboxPolicy = Field(default_factory=SandboxPolicy)
@@ -407,6 +402,14 @@ class Policy(Strict):
 
     _source: str | None = PrivateAttr(default=None)
 
+    @field_validator("dialect")
+    @classmethod
+    def _dialect(cls, v: Any) -> str | None:
+        from ..tools.dialects import names
+
+        if v is not None and (not isinstance(v, str) or v not in names()):
+            raise ValueError(f"{v!r} is not a dialect{_did_you_mean(v, names())}; use {' | '.join(names())}")
+        return v
     @field_validator("tenant")
     @classmethod
     def _tenant(cls, v: str | None) -> str | None:
@@ -465,7 +468,9 @@ class Policy(Strict):
                 return None
             return (f"custom tool {tool} is not allowed by the policy {self.name} (preset {self.tools.preset} runs no "
                     "commands): name it in tools.allow")
-        for gate, names in GATED_TOOLS.items():
+        from ..tools.schemas.registry import gates  # each tool's spec says which gates switch it off
+
+        for gate, names in gates().items():
             if tool in names and not getattr(self.features, gate):
                 return f"tool {tool} is switched off by the policy {self.name} (features.{gate}: false)"
         if tool in self.tools.allow or tool in preset_tools:
@@ -563,7 +568,7 @@ class Policy(Strict):
 
 
 def _builtin_names() -> frozenset[str]:
-    from ..schemas.registry import SPECS
+    from ..tools.schemas.registry import SPECS
 
     return frozenset(SPECS)
 

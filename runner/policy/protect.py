@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable
 
 from ..errors import RunnerError
-from ..wspath import UnsafePath, make_dirs, open_dir, parts, relative
+from ..untrusted.wspath import UnsafePath, make_dirs, open_dir, parts, relative
 
 GIT_HOOKS = ".git/hooks"
 # What makes the host's git run programs, or look for its configuration elsewhere: protected
@@ -270,7 +270,7 @@ def _find_inode(fd: int, rel: str, inode: tuple[int, int], budget: list[int]) ->
     """The workspace-relative path of a file with this (st_ino, st_dev) under the directory fd
     (which is closed), links never followed (wspath.walk: any depth, two descriptors open); None
     if none within budget[0] entries (spent)."""
-    from ..wspath import walk
+    from ..untrusted.wspath import walk
 
     try:
         for drel, name, es in walk(fd):

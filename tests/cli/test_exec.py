@@ -207,7 +207,7 @@ def test_a_command_that_prints_a_fatal_looking_line_keeps_it(run_cli):
     ([b"hello\n"], 127, [b"hello\n"], ""),
 ])
 def test_the_start_gate_replaces_only_the_inits_line(monkeypatch, capsys, pieces, code, shown, says):
-    from runner import exec_cmd
+    from runner.cli import exec_cmd
 
     got = []
     monkeypatch.setattr(exec_cmd, "_on_output", lambda stream, data: got.append(data))
@@ -221,7 +221,7 @@ def test_the_start_gate_replaces_only_the_inits_line(monkeypatch, capsys, pieces
 
 def test_the_start_gate_holds_little_and_not_for_long(monkeypatch):
     """Output that only begins as the init's line is passed on once it is longer than any."""
-    from runner import exec_cmd
+    from runner.cli import exec_cmd
 
     got = []
     monkeypatch.setattr(exec_cmd, "_on_output", lambda stream, data: got.append(data))

@@ -71,3 +71,39 @@ def test_images_build_does_nothing_when_current_and_list_shows_them(run_cli):
     p = run_cli("images", "build", "nonsense")
     assert p.returncode == 2 and "no recipe" in p.stderr.decode()
 
+
+
+class _Leftovers:
+    """A backend config class whose collect_garbage reports what it was asked."""
+
+    asked: list = []
+
+    @classmethod
+    def collects_garbage(cls) -> bool:
+        return True
+
+    @classmethod
+    def collect_garbage(cls, host, dry_run):
+        cls.asked.append((host, dry_run))
+        return [("x1", "left", "its owner is gone")]
+
+
+def test_gc_goes_through_every_backend_that_collects_garbage(monkeypatch):
+    """runner gc asks each registered backend (BackendConfig.collect_garbage), after this
+    machine's sweep: a new backend's leftovers are collected with no change to gc."""
+    from executors.errors import EngineUnavailable
+    from runner import backends
+    from runner.cli import maintenance
+
+    monkeypatch.setitem(backends.BACKENDS, "leftovers", "tests.cli.test_maintenance:_Leftovers")
+    steps = maintenance.gc_steps("unix:///nonexistent/runner-gc-test.sock")
+    assert steps[0].__name__ == "sweep_local"
+    answers = []
+    for step in steps[1:]:
+        try:
+            answers.append(step(True))
+        except EngineUnavailable:  # the docker and swarm backends' steps: no engine at that address
+            answers.append("no engine")
+    assert answers.count([("x1", "left", "its owner is gone")]) == 1 and answers.count("no engine") == 2 and _Leftovers.asked == [("unix:///nonexistent/runner-gc-test.sock", True)]
+    assert {n for n in backends.names() if backends.config_class(n).collects_garbage()} == {"docker", "swarm",
+                                                                                           "leftovers"}

@@ -93,7 +93,7 @@ def test_policy_option_and_protect(run_cli, tmp_path):
 def test_a_session_id_is_a_string_or_an_integer_and_nothing_else(call_id):
     """JSON's true is a Python int and 1.5 a number README did not promise: both are refused with
     the line's error, as a list or an over-long id is, and the session goes on."""
-    from runner import toolcli
+    from runner.cli import toolcalls as toolcli
 
     line = json.dumps({"id": call_id, "tool": "ls", "args": {}}).encode()
     with pytest.raises(ValueError, match="id must be a string or an integer"):
@@ -102,7 +102,7 @@ def test_a_session_id_is_a_string_or_an_integer_and_nothing_else(call_id):
 
 @pytest.mark.parametrize("call_id", [None, 0, -3, "", "abc", "x" * 256, 10 ** 255])
 def test_a_session_id_that_is_a_string_or_an_integer_is_taken(call_id):
-    from runner import toolcli
+    from runner.cli import toolcalls as toolcli
 
     msg = {"tool": "ls", "args": {}} | ({} if call_id is None else {"id": call_id})
     assert toolcli._call_of(1, json.dumps(msg).encode()) == (call_id, "ls", {})

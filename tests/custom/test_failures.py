@@ -135,7 +135,8 @@ def test_what_this_machine_cannot_read_still_has_the_sandbox_look(tmp_path, monk
     """The controller's look before starting a sandbox never decides alone that there is no
     tool: a tool file it cannot read, or a folder it cannot open, counts (the sandbox then says
     why). Root reads everything here, so the refusals are made for the test."""
-    from runner import custom, wspath
+    from runner.tools import custom
+    from runner.untrusted import wspath
 
     folder = tmp_path / "tools"
     script(folder, "t.sh", DESCRIBE % "echo '{}'")

@@ -72,7 +72,7 @@ def test_json_lines_plugin(make_runner, workspace):
 
 
 def test_tools_export_and_prompt_include_guidance(make_runner, workspace):
-    from runner.schemas import formats
+    from runner.tools.schemas import formats
 
     install(workspace / "tools", "executable/wordcount", "executable/wordcount.md")
     r = make_runner()

@@ -155,7 +155,7 @@ def test_the_group_is_found_from_entry_points_txt_and_the_first_of_a_name_wins(t
     has no such group (a later one of the same name with tools is shadowed), entry points sorted."""
     from importlib.metadata import distributions
 
-    from runner import custom
+    from runner.tools import custom
 
     first, later = tmp_path / "first", tmp_path / "later"
     first.mkdir()

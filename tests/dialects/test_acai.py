@@ -54,7 +54,7 @@ def runner(tmp_path, docker_client):
 
 
 def test_dynamic_tools_are_prefixed(runner):
-    names = [s.name for s in __import__("runner.dialects", fromlist=["tools_of"]).tools_of(runner)]
+    names = [s.name for s in __import__("runner.tools.dialects", fromlist=["tools_of"]).tools_of(runner)]
     assert "dynamic-shout" in names and "dynamic-run-all-checks" in names
     assert "shout" not in names and "read" in names and "bash" in names  # runner's own keep their names
     res = runner.call("dynamic-shout", {"text": "hello"})

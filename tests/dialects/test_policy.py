@@ -7,7 +7,7 @@ import json
 import pytest
 
 from runner import Runner
-from runner.audit import AuditLog, format_record
+from runner.reporting.audit import AuditLog, format_record
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 

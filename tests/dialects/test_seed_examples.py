@@ -16,7 +16,8 @@ import shlex
 
 import pytest
 
-from runner import Runner, dialects
+from runner import Runner
+from runner.tools import dialects
 
 from . import seeddocs
 from .seeddocs import NONE

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import dialects
+from runner.tools import dialects
 
 from . import seeddocs
 from .seeddocs import NONE
@@ -156,10 +156,10 @@ def test_the_copies_are_the_seeds():
         pytest.skip(f"no {shared} beside this checkout")
     for name in seeddocs.FILES.values():
         assert (seeddocs.SEEDS / name).read_bytes() == (shared / name).read_bytes(), name
-    assert {d.seed for d in map(dialects.get, dialects.NAMES)} == set(seeddocs.FILES.values())
+    assert {d.seed for d in map(dialects.get, dialects.names())} == set(seeddocs.FILES.values())
 
 
-@pytest.mark.parametrize("dialect", dialects.NAMES)
+@pytest.mark.parametrize("dialect", dialects.names())
 def test_each_dialect_has_a_page_naming_what_differs(dialect):
     """docs/dialects/NAME.md names every tool and argument the dialect does not offer and every
     example or error the replay cannot hold (the lists in test_seed_examples.py), and README's

@@ -4,18 +4,18 @@ and the units convert as the seeds say. No sandbox: these are the tables."""
 from __future__ import annotations
 
 import json
-import typing
+from pathlib import Path
 
 import jsonschema
 import pytest
 from pydantic import AliasChoices
 
-from runner import dialects
-from runner.dialects.base import DialectArgError
+from runner.tools import dialects
+from runner.tools.dialects.base import DialectArgError
 from runner.policy.model import Policy
-from runner.schemas import formats, registry
+from runner.tools.schemas import formats, registry
 
-ROWS = [(name, row) for name in dialects.NAMES for row in dialects.get(name).table().values()]
+ROWS = [(name, row) for name in dialects.names() for row in dialects.get(name).table().values()]
 
 
 def native_names(model) -> set[str]:
@@ -31,11 +31,28 @@ def native_names(model) -> set[str]:
     return out
 
 
-def test_the_policys_dialects_are_the_packages():
-    literal = Policy.model_fields["dialect"].annotation
-    assert set(typing.get_args(typing.get_args(literal)[0])) == set(dialects.NAMES)
+def test_the_dialects_are_the_packages_modules_and_the_policy_takes_exactly_those():
+    """A dialect registers itself by being a module of the package whose DIALECT has its name; the
+    policy checks `dialect:` against that registry (no list of names of its own)."""
+    here = Path(dialects.__file__).parent
+    assert set(dialects.names()) == {f.stem.replace("_", "-") for f in here.glob("*.py")} - {"--init--", "base"}
+    assert set(dialects.names()) >= {"ah", "acai", "forgekeeper", "go-agent", "miclaw"}
+    for name in dialects.names():
+        assert dialects.get(name).name == name
+        assert Policy.model_validate({"dialect": name}).dialect == name
+    with pytest.raises(ValueError, match="'nope' is not a dialect"):
+        Policy.model_validate({"dialect": "nope"})
     with pytest.raises(Exception, match="unknown dialect 'nope'"):
         dialects.get("nope")
+    assert "Literal" not in str(Policy.model_fields["dialect"].annotation)
+
+
+def test_a_dialect_registered_from_elsewhere_is_one_the_policy_takes(monkeypatch):
+    monkeypatch.setattr(dialects, "_registered", {"ah-again": "runner.tools.dialects.ah:DIALECT"})
+    assert "ah-again" in dialects.names()
+    assert Policy.model_validate({"dialect": "ah-again"}).dialect == "ah-again"
+    with pytest.raises(ValueError, match="is the dialect 'ah', not 'ah-again'"):
+        dialects.get("ah-again")
 
 
 @pytest.mark.parametrize("dialect,row", ROWS, ids=lambda x: getattr(x, "name", x))
@@ -58,7 +75,7 @@ def test_every_tool_maps_onto_a_native_tool_and_its_arguments(dialect, row):
         assert key in row.model.model_fields, f"{dialect}.{row.name}: args names {key}, not in its model"
 
 
-@pytest.mark.parametrize("name", dialects.NAMES)
+@pytest.mark.parametrize("name", dialects.names())
 def test_schemas_are_valid_json_schema_in_every_format(name):
     d = dialects.get(name)
     specs = [row.spec(registry.get(row.native)) for row in d.table().values()]
@@ -183,8 +200,8 @@ def test_forgekeeper_http_fetch_answer_from_the_native_one():
     no network to fetch from; the native tool's own tests cover fetching)."""
     from types import SimpleNamespace
 
-    from runner.dialects.base import Answer
-    from runner.redact import Redactor
+    from runner.tools.dialects.base import Answer
+    from runner.reporting.redact import Redactor
     from runner.results import ToolResult
 
     d = dialects.get("forgekeeper")

@@ -312,7 +312,7 @@ def test_a_start_the_default_cannot_make_either_keeps_the_choice(docker_client, 
 def test_runner_doctor_tries_the_runtime_it_would_pick(docker_client, no_leaks, broken_runtime_preferred):
     """`runner doctor` runs one hardened sandbox under the runtime it reports, and says when the
     engine lists one that cannot run here (which the engine's own `docker info` cannot tell)."""
-    from runner.maintenance import doctor
+    from runner.cli.maintenance import doctor
 
     rows = {what: (state, detail) for state, what, detail in doctor()}
     state, detail = rows["sandbox runtime"]

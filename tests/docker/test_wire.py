@@ -17,7 +17,7 @@ import pytest
 from executors.docker import labels as L
 from executors.docker import runtimes
 from executors.docker.wire import Frames, create_body
-from runner.exec_cmd import ExecOptions, build_config, plain_config
+from runner.cli.exec_cmd import ExecOptions, build_config, plain_config
 
 
 def frame(stream: int, payload: bytes) -> bytes:
@@ -265,7 +265,7 @@ def test_a_per_call_runner_on_the_local_engine_loads_no_docker_py(tmp_path, no_l
     """A fresh sandbox per call: the engine's check the CLI makes before the first call
     (toolcli.require_engine) goes over wire.py too."""
     p = loaded("from runner import Runner\n"
-               "from runner.toolcli import require_engine\n"
+               "from runner.cli.toolcalls import require_engine\n"
                f"with Runner(executor='docker', workspace={str(tmp_path)!r}, preset='all', lifecycle='per-call') as r:\n"
                "    require_engine(r)\n"
                "    print(r.call('bash', {'command': 'echo ran'}).content, end='')\n", SDK_MODULES)

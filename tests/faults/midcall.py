@@ -5,7 +5,7 @@ import threading
 from typing import Callable
 
 from runner import Runner
-from runner.core import CALL_GRACE
+from runner.controller.core import CALL_GRACE
 
 TIMEOUT = 120  # the in-flight call's own timeout
 

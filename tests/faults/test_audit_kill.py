@@ -10,11 +10,11 @@ import textwrap
 
 import pytest
 
-from runner.audit import AuditLog
+from runner.reporting.audit import AuditLog
 
 WRITER = textwrap.dedent("""
     import os, sys
-    from runner.audit import AuditLog
+    from runner.reporting.audit import AuditLog
     log = AuditLog(sys.argv[1])
     i = 0
     while True:
@@ -27,7 +27,7 @@ WRITER = textwrap.dedent("""
 # the file, then the process is SIGKILLed (what a kill between two writes of a line leaves).
 TORN = textwrap.dedent("""
     import os, signal, sys
-    from runner.audit import AuditLog
+    from runner.reporting.audit import AuditLog
     log = AuditLog(sys.argv[1])
     log.record(call_id="whole", tool="read", session="s", status="ok")
     real = os.write

@@ -54,7 +54,7 @@ def test_dead_sandbox_removed_by_close_alone(private_engine, workspace, lifecycl
         assert res.is_error and before
         engine.start()
         assert _sandboxes(engine, r.session_id) >= before  # the dead one is still there (exited)
-    from runner import finisher
+    from runner.controller import finisher
 
     finisher.wait(timeout=120)  # (close() leaves the removal to run after its answer)
     left = _sandboxes(engine, r.session_id)

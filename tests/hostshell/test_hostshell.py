@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from runner.hostrepo import Place, Unsafe
-from runner.hostshell import CommandRefused, Request, check, check_argv, parse_request, parse_rules
+from runner.host.repo import Place, Unsafe
+from runner.host.shell import CommandRefused, Request, check, check_argv, parse_request, parse_rules
 
 RULES = parse_rules("git:push,git:pull,gh")
 # A fake git stands for git: host-shell reads the repository's config with `git config`.
@@ -315,7 +315,7 @@ def test_a_fifo_in_the_git_directory_is_refused_before_git_reads_it(repo_env, mo
 def test_a_crowded_git_directory_is_refused_as_it_is_read(repo_env, monkeypatch):
     """The entry caps stop the listing at the cap: a directory's whole listing was read into
     memory first (~146 MiB a million entries, the sandbox's choice)."""
-    from runner import hostrepo
+    from runner.host import repo as hostrepo
 
     root, env = repo_env
     many = root / "r" / ".git" / "refs" / "heads" / "many"
@@ -416,7 +416,7 @@ def test_an_index_path_git_never_writes_is_refused(repo_env, monkeypatch, tmp_pa
 
 def _pins() -> dict[str, str]:
     """The command-line configuration host-shell gives git (hostrepo.PINS, as git reads them)."""
-    from runner import hostrepo
+    from runner.host import repo as hostrepo
 
     env = hostrepo.environment({}, None)
     return {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(int(env["GIT_CONFIG_COUNT"]))}
@@ -473,7 +473,7 @@ def test_a_repository_as_git_leaves_it_is_taken(repo_env, monkeypatch):
                                         ("remote.--upload-pack=x.tagopt", "--no-tags")])  # fetch --all names it
 def test_a_remote_or_branch_named_or_valued_like_an_option_is_refused(key, value):
     """git fetch --all runs `git fetch NAME` per remote without `--`; gh runs `git log NAME/BASE…`."""
-    from runner import hostrepo
+    from runner.host import repo as hostrepo
 
     with pytest.raises(Unsafe, match="may not start with '-'"):
         hostrepo.check_config([("remote.origin.url", "https://h/r"), (key, value)], "config")

@@ -6,7 +6,7 @@ import random
 import anyio
 import pytest
 
-from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment
+from runner.servers.inspect import RunnerSandboxConfig, RunnerSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 

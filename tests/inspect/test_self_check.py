@@ -12,7 +12,7 @@ from inspect_ai.util import SandboxUserUnsupportedError
 from inspect_ai.util._sandbox import self_check
 from inspect_ai.util._sandbox.self_check import *  # noqa: F401,F403
 
-from runner.inspect_sandbox import RunnerSandboxConfig, RunnerSandboxEnvironment
+from runner.servers.inspect import RunnerSandboxConfig, RunnerSandboxEnvironment
 
 pytestmark = pytest.mark.anyio
 

@@ -1,12 +1,12 @@
-"""Output relayed as MCP progress (runner/mcp_server.py's relay_progress over the shared
+"""Output relayed as MCP progress (runner/servers/mcp.py's relay_progress over the shared
 OutputRelay): a client that does not read holds back a bounded amount, progress counts all the
 output, and a report that fails ends the sending, not the call."""
 from __future__ import annotations
 
 import anyio
 
-from runner.mcp_server import relay_progress
-from runner.relay import PENDING_CHARS, OutputRelay
+from runner.servers.mcp import relay_progress
+from runner.servers.relay import PENDING_CHARS, OutputRelay
 
 
 def test_a_client_that_reads_no_progress_keeps_memory_bounded_and_gets_the_newest_output():

@@ -6,7 +6,7 @@ import io
 import pytest
 
 from runner.policy.approval import decide
-from runner.redact import Redactor
+from runner.reporting.redact import Redactor
 
 
 def test_allow_and_deny():

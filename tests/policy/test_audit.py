@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from runner.audit import AuditLog, default_path, format_record
+from runner.reporting.audit import AuditLog, default_path, format_record
 from runner.policy import load_text
-from runner.redact import Redactor
+from runner.reporting.redact import Redactor
 from runner.results import ToolResult
 
 FIELDS = {"ts", "call_id", "session", "tenant", "tool", "args", "status", "error_type", "duration_ms", "output_bytes"}
@@ -191,7 +191,7 @@ def test_two_processes_rotating_one_log_lose_and_tear_nothing(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys; from runner.audit import AuditLog\n"
+    code = ("import sys; from runner.reporting.audit import AuditLog\n"
             "log = AuditLog(sys.argv[1], max_bytes=5000, keep=500)\n"
             "for i in range(400): log.record(call_id=f'{sys.argv[2]}{i}', tool='t', status='ok', args={'i': i})\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "audit.jsonl"), who]) for who in "pq"]

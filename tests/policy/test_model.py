@@ -6,7 +6,8 @@ from pydantic import ValidationError
 
 from executors.models import Limits
 from runner.policy import Policy, PolicyError, SecretUnavailable
-from runner.policy.model import GATED_TOOLS, format_size
+from runner.policy.model import format_size
+from runner.tools.schemas.registry import gates
 
 
 def test_defaults_are_hardened():
@@ -67,7 +68,7 @@ def test_tools_allow_deny_and_gates():
     ro = Policy.model_validate({"features": {"bash": False, "writes": False}})
     assert "features.bash" in ro.tool_gate("bash", coding)
     assert "features.writes" in ro.tool_gate("write", coding)
-    assert GATED_TOOLS["writes"] >= {"write", "edit", "apply_patch"}
+    assert gates()["writes"] >= {"write", "edit", "apply_patch"}
 
 
 def test_allow_and_deny_overlap_refused():

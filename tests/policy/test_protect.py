@@ -9,7 +9,7 @@ import pytest
 from runner.policy import Policy
 from runner.policy.protect import (GIT_PROTECTED, BadProtectPath, Guard, ProtectedPath, check_writable,
                                    mount_plan, policy_protected_dirs, protected_dirs)
-from runner.wspath import UnsafePath
+from runner.untrusted.wspath import UnsafePath
 
 
 @pytest.fixture

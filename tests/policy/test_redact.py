@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from runner.redact import PREFILTER_MAX, RULES, Redactor, redact, secret_variants
+from runner.reporting.redact import PREFILTER_MAX, RULES, Redactor, redact, secret_variants
 from runner.results import ToolResult
 
 SECRET = "hunter2-Sup3r/secret+value"

@@ -1,4 +1,4 @@
-"""The agent's own temp dir, temp files and `which` (runner/toolbox/fsutil.py), held to what
+"""The agent's own temp dir, temp files and `which` (runner/agent/fsutil.py), held to what
 tempfile and shutil do, which the agent no longer imports."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tempfile
 
 import pytest
 
-from runner.toolbox import fsutil
+from runner.agent import fsutil
 
 
 @pytest.fixture

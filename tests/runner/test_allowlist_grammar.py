@@ -11,7 +11,7 @@ import pytest
 
 from executors import allowlist
 from executors.docker import egress_proxy
-from runner import bundle
+from runner.controller import bundle
 from runner.policy import Policy
 
 # entry, canonical spelling (None: refused), what the refusal says
@@ -120,7 +120,7 @@ MATCHES = [
 
 @pytest.mark.parametrize("entries,host,port,allowed", MATCHES)
 def test_agent_and_proxy_allow_the_same(entries, host, port, allowed):
-    from runner.toolbox.context import ToolError
+    from runner.agent.context import ToolError
 
     try:
         rules = allowlist.parse(entries)
@@ -140,7 +140,7 @@ def test_agent_and_proxy_allow_the_same(entries, host, port, allowed):
         proxy_allows = False
     assert proxy_allows is allowed
     # and the agent's http_fetch check says the same before any socket opens
-    from runner.toolbox import net
+    from runner.agent import net
 
     ctx = types.SimpleNamespace(net_mode="allowlist", net_allow=entries, proxy="http://proxy:3128")
     url_host = f"[{host}]" if ":" in host else host

@@ -142,7 +142,8 @@ def test_an_unknown_executor_is_refused_with_the_choices():
 def test_tool_folders_are_found_once_per_runner(tmp_path, monkeypatch):
     """The tool folders (a walk of packages' metadata and folders) are looked at once per Runner,
     not at every sandbox's creation; a refresh looks again."""
-    from runner import Runner, custom
+    from runner import Runner
+    from runner.tools import custom
 
     calls = []
     real = custom.shipments

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from runner import bundle
+from runner.controller import bundle
 
 
 def _hello() -> bytes:
@@ -26,10 +26,10 @@ def test_an_agent_whose_input_ends_while_it_still_loads_a_tool_module_ends_clean
     import io
     import types
 
-    from runner.toolbox import server
+    from runner.agent import server
 
-    half = types.ModuleType("runner.toolbox.plugins")  # as sys.modules holds it mid-import
-    monkeypatch.setitem(sys.modules, "runner.toolbox.plugins", half)
+    half = types.ModuleType("runner.agent.plugins")  # as sys.modules holds it mid-import
+    monkeypatch.setitem(sys.modules, "runner.agent.plugins", half)
     monkeypatch.chdir(os.getcwd())  # the agent changes to its workspace: this one
     r, w = os.pipe()
     try:
@@ -101,7 +101,7 @@ def test_the_agent_loads_no_openssl_until_a_long_body():
     import hashlib
     import hmac
 
-    from runner.toolbox import wire
+    from runner.agent import wire
 
     key = hmac.new(bytes(32), wire.TO_AGENT, hashlib.sha256).digest()
     assert wire.direction_key(bytes(32), wire.TO_AGENT) == key
@@ -124,7 +124,7 @@ def test_hmac_sha256_of_the_builtin_hash_is_hmacs():
     import hashlib
     import hmac
 
-    from runner.toolbox import wire
+    from runner.agent import wire
 
     for n in (0, 1, 32, 63, 64, 65, 200):
         key = os.urandom(n)
@@ -175,7 +175,7 @@ def test_a_sandbox_with_other_bytecode_compiles_the_sources():
 def test_the_code_objects_keep_their_asserts_whatever_this_process_runs_with():
     """Compiled here with optimize=0: a controller under `python -O` ships what the sandbox would
     have compiled (zygote.py asserts at its top level)."""
-    code = ("import dis, json, marshal, runner.bundle as b\n"
+    code = ("import dis, json, marshal, runner.controller.bundle as b\n"
             "n, rest = b.payload().split(b'\\n', 1); head, at = json.loads(rest[:int(n)]), int(n)\n"
             "for name, pkg, c, s in head['modules']:\n"
             "    if name == 'runner_agent.zygote':\n"
@@ -243,7 +243,7 @@ def test_the_sources_are_read_as_utf_8_whatever_the_locale():
     """The shipped sources and the code objects agree under any locale: a host whose locale is
     ASCII read four of the agent's modules (non-ASCII text) as something else, or not at all."""
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
-    code = ("import locale, runner.bundle as b\n"
+    code = ("import locale, runner.controller.bundle as b\n"
             "print(locale.getpreferredencoding(False))\n"
             "print(sum(not s.isascii() for _, s in b.modules().values()), len(b.payload()) > 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)

@@ -1,4 +1,4 @@
-"""The agent's channel, line by line (runner/toolbox/wire.py): each line's MAC covers its sequence
+"""The agent's channel, line by line (runner/agent/wire.py): each line's MAC covers its sequence
 number and body, keyed BLAKE2b under SMALL_BODY bytes and HMAC-SHA256 from there. The forged
 lines of a real sandbox are tests/security/test_channel.py's."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from runner.toolbox import wire
+from runner.agent import wire
 
 SIZES = (0, 200, wire.SMALL_BODY - 1, wire.SMALL_BODY, 1 << 20)
 

@@ -7,7 +7,7 @@ import os
 
 
 from runner import Runner
-from runner.audit import AuditLog
+from runner.reporting.audit import AuditLog
 from runner.policy import load
 
 
@@ -82,8 +82,8 @@ def test_approval_never_reads_stdin(tmp_path, monkeypatch):
     import dataclasses
     import io
 
-    from runner import core
-    from runner.schemas import registry
+    from runner.controller import core
+    from runner.tools.schemas import registry
 
     monkeypatch.setitem(registry.SPECS, "echo", dataclasses.replace(registry.SPECS["echo"], needs_approval=True))
     stdin = io.StringIO("y\n")

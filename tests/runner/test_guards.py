@@ -1,16 +1,16 @@
-"""Each step of the guard pipeline on its own (runner/guards.py), with real policies, rate
+"""Each step of the guard pipeline on its own (runner/controller/guards.py), with real policies, rate
 limiters, approval rules and protected-path guards; then the order of the steps."""
 from __future__ import annotations
 
 import pytest
 
-from runner import guards
-from runner.custom import to_spec
+from runner.controller import guards
+from runner.tools.custom import to_spec
 from runner.policy import load
 from runner.policy.approval import decide
 from runner.policy.protect import Guard
 from runner.policy.ratelimit import RateLimiter
-from runner.schemas import registry
+from runner.tools.schemas import registry
 
 CUSTOM = to_spec({"name": "lint", "kind": "exe", "path": "/workspace/tools/lint", "place": "project",
                   "parameters": {"type": "object", "properties": {"args": {"type": "string"}}}})
@@ -197,3 +197,33 @@ def test_first_refusal_wins_and_later_steps_never_run(tmp_path):
     assert ctx.limiter.acquire("s1", "lint") is None  # the refused call took no token
     ok = call("read", {"file_path": "a"})
     assert guards.check(ctx, ok) is None and ok.args["path"] == "a"
+
+
+def test_a_tools_facts_are_declared_once_on_its_spec():
+    """Every table about built-in tools is derived from their specs: the policy's gates, what
+    streams, what may go to a lent shell, the paths a tool writes; the agent's own table (stdlib
+    only, in the sandbox) is the specs' agent functions exactly, and what streams there is what
+    streams here. Runner.call branches on no tool's name."""
+    import ast
+    import inspect
+    import textwrap
+
+    from runner.agent import server
+    from runner.controller import core
+    from runner.tools.schemas import registry
+
+    specs = registry.SPECS.values()
+    assert registry.agent_table() == {k: tuple(v) for k, v in server.TOOLS.items() if not k.startswith("custom_")}
+    assert server.STREAMING == set(registry.streaming())
+    assert all((s.agent is None) != (s.on_controller is None) for s in specs), "a tool is run by one side"
+    assert registry.gates()["writes"] == {s.name for s in specs if s.writes}
+    assert {s.name for s in specs if s.paths_written} == {s.name for s in specs if s.writes and not s.name.startswith(
+        "git_")}  # git writes its own files (.git/ is protected as a whole)
+    assert registry.written_paths("apply_patch", {"patch": "*** Begin Patch\n*** Add File: a/b\n+x\n*** End Patch"}) \
+        == ["a/b"]
+    source = textwrap.dedent(inspect.getsource(core.Runner))
+    names = {s.name for s in specs}
+    compared = [node for node in ast.walk(ast.parse(source))
+                if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in names
+                                                         for c in [node.left, *node.comparators])]
+    assert compared == [], [ast.unparse(c) for c in compared]

@@ -1,4 +1,4 @@
-"""The servers read request headers one way (runner/httpheaders.py): the logic, and that no
+"""The servers read request headers one way (runner/servers/httpheaders.py): the logic, and that no
 server module reads a request header any other way. The servers themselves, with a header sent
 twice over a socket: tests/serve/test_mcp_tenants.py, tests/mcp/test_http_sessions.py."""
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from runner.httpheaders import GUARDED, DuplicateHeader, duplicated, header, refuse_duplicates
+from runner.servers.httpheaders import GUARDED, DuplicateHeader, duplicated, header, refuse_duplicates
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVERS = [ROOT / "runner" / "mcp_server.py", *sorted((ROOT / "runner" / "serve").glob("*.py"))]
+SERVERS = [ROOT / "runner" / "servers/mcp.py", *sorted((ROOT / "runner" / "serve").glob("*.py"))]
 
 
 def scope(*pairs: tuple[str, str]) -> dict:
@@ -58,4 +58,4 @@ def test_the_servers_read_request_headers_only_through_the_helper(path):
     may read a request header in the servers (responses' headers are theirs to write)."""
     src = path.read_text()
     found = re.findall(r"request\.headers|scope\.get\(\"headers\"\)|scope\[\"headers\"\]", src)
-    assert not found, f"{path.name} reads request headers without runner.httpheaders.header: {found}"
+    assert not found, f"{path.name} reads request headers without runner.servers.httpheaders.header: {found}"

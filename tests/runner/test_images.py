@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runner import images
+from runner.cli import images
 
 NODE = images.RECIPES["runner/node:latest"]
 

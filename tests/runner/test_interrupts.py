@@ -1,4 +1,4 @@
-"""runner/interrupts.py: the first signal raises, the ones during cleanup are ignored, and the
+"""runner/cli/interrupts.py: the first signal raises, the ones during cleanup are ignored, and the
 previous handlers come back."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from runner.interrupts import SIGNALS, Interrupted, handled
+from runner.cli.interrupts import SIGNALS, Interrupted, handled
 
 
 @pytest.mark.parametrize("sig", SIGNALS, ids=lambda s: s.name)

@@ -99,7 +99,7 @@ def test_a_closed_runner_refuses_and_close_is_idempotent(tmp_path):
 
 def _spares(agent_pid: int) -> int:
     """Shells the agent keeps ready: its zygote and the zygote's fork waiting for a command
-    (toolbox/zygote.py), the agent's descendants running its script."""
+    (agent/zygote.py), the agent's descendants running its script."""
     parent, script = {}, set()
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -142,7 +142,7 @@ def test_a_per_call_sandbox_keeps_no_shell_for_a_call_that_never_comes(tmp_path,
 
 @pytest.mark.parametrize("lifecycle", ["per-session", "per-call"])
 def test_a_process_that_exits_right_after_close_leaves_no_container(tmp_path, docker_client, lifecycle):
-    """close() answers before the containers are removed (runner/finisher.py); the process still
+    """close() answers before the containers are removed (runner/controller/finisher.py); the process still
     removes them before it exits, even when it exits at once (the finisher's thread is no daemon,
     and what it is given to do is done). Also the warm pool's and those closed with wait=False."""
     script = ("import sys\nfrom runner import Runner\n"

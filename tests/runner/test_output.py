@@ -11,8 +11,8 @@ import weakref
 
 import pytest
 
-from runner import output
-from runner.output import Caps, ResultStore
+from runner.controller import output
+from runner.controller.output import Caps, ResultStore
 
 
 def test_small_output_comes_back_whole():
@@ -245,7 +245,7 @@ def test_a_process_that_exits_without_closing_its_runner_leaves_no_store(tmp_pat
     tmp.mkdir()
     code = ("import sys\nfrom runner import Runner\n"
             "r = Runner(executor='local', workspace=sys.argv[1])\n"
-            "r.store.sink('c1', __import__('runner.output').output.Caps(10, 2)).write('x\\n' * 100)\n"
+            "r.store.sink('c1', __import__('runner.controller.output').controller.output.Caps(10, 2)).write('x\\n' * 100)\n"
             "print(r.store.dir)\n")
     out = subprocess.run([sys.executable, "-c", code, str(ws)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "TMPDIR": str(tmp)})
@@ -287,7 +287,7 @@ def test_a_forked_child_that_exits_leaves_its_parents_store(tmp_path):
     inherited when it exits normally: the parent's store must survive that, and go at its exit."""
     code = ("import os, sys, tempfile\n"
             "tempfile.tempdir = sys.argv[1]\n"
-            "from runner.output import Caps, ResultStore\n"
+            "from runner.controller.output import Caps, ResultStore\n"
             "s = ResultStore()\n"
             "s.sink('c', Caps(10, 2)).write('x\\n' * 100)\n"
             "pid = os.fork()\n"

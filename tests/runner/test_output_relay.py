@@ -1,4 +1,4 @@
-"""The one relay of streamed output to the servers (runner/relay.py): fed on a worker thread
+"""The one relay of streamed output to the servers (runner/servers/relay.py): fed on a worker thread
 (Runner.call's on_output), taken in order on the event loop, bounded (the newest output kept, a
 note of what was dropped), ended by close(). And no server sets the store's attribute any more:
 streaming is Runner.call's parameter."""
@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 import runner
-from runner.relay import PENDING_CHARS, OutputRelay
+from runner.servers.relay import PENDING_CHARS, OutputRelay
 
 
 def run(coro):
@@ -97,6 +97,6 @@ def test_no_module_sets_the_result_stores_on_output_any_more():
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if pattern.search(line) and "self.on_output" not in line and "sink.on_output" not in line]
     assert found == []
-    from runner.output import ResultStore
+    from runner.controller.output import ResultStore
 
     assert not hasattr(ResultStore(), "on_output")

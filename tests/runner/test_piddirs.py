@@ -1,4 +1,4 @@
-"""Directories named for their controller's process (runner/piddirs.py): a directory is its
+"""Directories named for their controller's process (runner/controller/piddirs.py): a directory is its
 maker's while that very process lives, not while some process holds its pid."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from executors.docker.labels import process_start_time
-from runner import piddirs
+from runner.controller import piddirs
 
 
 def test_a_made_directory_names_its_process_and_when_it_started(tmp_path):

@@ -1,4 +1,4 @@
-"""runner/printable.py and runner/boundedjson.py: the helpers every command uses for text that
+"""runner/untrusted/printable.py and runner/untrusted/boundedjson.py: the helpers every command uses for text that
 came from the workspace, the sandbox or a call."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from runner.boundedjson import MAX_DEPTH, depth, lines, loads
-from runner.printable import json_text, printable
+from runner.untrusted.boundedjson import MAX_DEPTH, depth, lines, loads
+from runner.untrusted.printable import json_text, printable
 
 NASTY = "a\nb\rc\x1b[2J\x07\x00\x7f\x85\x9b\u2028\u2029\u202e\u2066\u061c\u200f\td"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from runner.redact import STREAM_HOLD, Redactor, StreamRedactor
+from runner.reporting.redact import STREAM_HOLD, Redactor, StreamRedactor
 
 SECRET = "s3cr3t-VALUE-0123456789"
 TEXT = ("hello " * 50 + SECRET + " mid " + "x" * 300 + SECRET + " ghp_" + "a" * 40 + " end\n"

@@ -1,9 +1,9 @@
-"""runner/turns.py's Stoppable: a stop reaches the session only while its own call runs."""
+"""runner/servers/one_at_a_time.py's Stoppable: a stop reaches the session only while its own call runs."""
 from __future__ import annotations
 
 import threading
 
-from runner.turns import Stoppable
+from runner.servers.one_at_a_time import Stoppable
 
 
 class FakeSession:

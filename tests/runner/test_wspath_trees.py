@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from runner.policy.protect import Guard, ProtectedPath
-from runner.wspath import BLOCK, remove_tree, usage, walk
+from runner.untrusted.wspath import BLOCK, remove_tree, usage, walk
 
 NAME = "n" * 50  # 3000 levels of it are 153,000 characters of path: past PATH_MAX as well
 

@@ -15,7 +15,7 @@ import pytest
 from executors.docker import DockerExecutor
 from executors.models import ExecRequest, Limits
 from runner import Runner
-from runner.output import ResultStore
+from runner.controller.output import ResultStore
 
 RUNTIMES = ["runc", "runsc"]
 LABELS = {"runner.test": "channel"}
@@ -95,7 +95,7 @@ def test_forged_lines_on_every_reachable_pipe_give_no_forged_result(tmp_path, no
         second = r.call("bash", {"command": "echo second; ls"})
     wrote = (ws / "wrote.txt").read_text().splitlines() if (ws / "wrote.txt").exists() else []
     if runtime == "runc":  # the agent is pid 1 and non-dumpable: nothing reaches its pipes. The
-        # zygote's are reachable (it is a bash of the sandbox's user, toolbox/zygote.py); they carry
+        # zygote's are reachable (it is a bash of the sandbox's user, agent/zygote.py); they carry
         # spare shells' requests and statuses, no line of the channel.
         assert all("__runner_d" in owner for owner in wrote), f"the writer reached {wrote}"
     else:  # gVisor opens /proc/PID/fd/* of a same-uid process whatever its dumpable flag
@@ -112,8 +112,8 @@ def test_forged_lines_on_every_reachable_pipe_give_no_forged_result(tmp_path, no
 
 FLOOD = r'''
 import os, resource, sys, json
-import runner.sandbox
-runner.sandbox.MAX_LINE = 4 * 1024 * 1024
+import runner.controller.sandbox
+runner.controller.sandbox.MAX_LINE = 4 * 1024 * 1024
 from runner import Runner
 ws, runtime = sys.argv[1], sys.argv[2]
 with Runner(executor="docker", workspace=ws, preset="all", runtime=runtime) as r:

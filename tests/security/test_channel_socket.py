@@ -1,4 +1,4 @@
-"""The agent's direct channel on a local engine (runner/channel.py): a socket of this machine,
+"""The agent's direct channel on a local engine (runner/controller/channel.py): a socket of this machine,
 mounted read-only into one sandbox, that only the agent ever uses and that is gone, with its
 directory, once the agent connected."""
 from __future__ import annotations
@@ -12,8 +12,9 @@ import time
 import pytest
 
 from executors.errors import ImageNotFound
-from runner import Runner, channel
-from runner.sandbox import SandboxDied
+from runner import Runner
+from runner.controller import channel
+from runner.controller.sandbox import SandboxDied
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -118,7 +119,7 @@ def test_an_engine_that_cannot_mount_the_directory_gets_the_same_sandbox_on_stdi
     offered no socket any more."""
     ws = _ws(tmp_path)
     monkeypatch.setattr(channel, "_engines", {})
-    from runner.sandbox import Sandbox
+    from runner.controller.sandbox import Sandbox
 
     real = Sandbox._spawn
 

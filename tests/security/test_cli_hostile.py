@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.audit import AuditLog
+from runner.reporting.audit import AuditLog
 
 HOSTILE_TEXT = "c1\n2026-01-01T00:00:00.000Z  forged/c9  bash  ok\x1b[2J\x1b]0;owned\x07\r\x9b31m\u2028\u202e"
 FORBIDDEN = ("\x1b", "\x07", "\r", "\x9b", "\u2028", "\u202e")
@@ -52,7 +52,7 @@ def test_a_deeply_nested_session_line_is_an_error_for_that_line_only(tmp_path, p
 
 
 def test_an_oversized_session_line_is_an_error_and_the_session_goes_on(tmp_path, policy_all):
-    from runner.guards import ARGS_MAX_BYTES
+    from runner.controller.guards import ARGS_MAX_BYTES
 
     big = json.dumps({"id": 1, "tool": "echo", "args": {"text": "x" * (ARGS_MAX_BYTES + 2 * 1024 * 1024)}})
     after = json.dumps({"id": 2, "tool": "echo", "args": {"text": "after"}})
@@ -234,8 +234,8 @@ def test_a_signal_during_close_still_removes_the_sandbox(docker_client, tmp_path
     """SIGTERM lands just as the Runner starts closing its sandbox: the close still removes it,
     and the interrupt comes out afterwards."""
     from runner import Runner
-    from runner.interrupts import Interrupted, handled
-    from runner.sandbox import Sandbox
+    from runner.cli.interrupts import Interrupted, handled
+    from runner.controller.sandbox import Sandbox
 
     real_close = Sandbox.close
     signalled = []
@@ -256,7 +256,7 @@ def test_a_signal_during_close_still_removes_the_sandbox(docker_client, tmp_path
                 with Runner(workspace=tmp_path) as r:
                     assert not r.call("ls", {}).is_error
                     assert session_containers(r)
-        from runner import finisher
+        from runner.controller import finisher
 
         finisher.wait(timeout=120)  # (the removal runs after close()'s answer)
         assert signalled and session_containers(r) == []

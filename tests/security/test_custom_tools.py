@@ -107,7 +107,7 @@ def test_entry_point_packages_never_come_through_the_workspace(planted, tmp_path
         shipped = [t.host for t in r.session.tool_folders()]
         assert not [h for h in shipped if Path(h).resolve().is_relative_to(outside)], shipped
         if how == "editable":
-            from runner import custom
+            from runner.tools import custom
 
             errors: list = []
             custom.entry_point_tools(r.session, errors)
@@ -133,14 +133,14 @@ FORBIDDEN = ("\x1b", "\x07", "\r", "\x9b", "\u2028", "\u202e")
 def test_runner_mcp_escapes_what_a_skipped_tool_printed(tmp_path, capsys):
     """`runner mcp` tells stderr which custom tools it skipped and why; the why holds the tool's
     own stderr, which drove the terminal (or the client's log) of whoever watched the server."""
-    from runner.mcp_server import Session
+    from runner.servers.mcp import McpSession
 
     tools = tmp_path / "ws" / "tools"
     tools.mkdir(parents=True)
     (tools / "broken").write_text("#!/bin/sh\nprintf 'boom\\033[2J\\033]0;owned\\007\\r\\302\\233""31m\\342\\200\\256"
                                   "\\nrunner mcp: forged line\\n' >&2\nexit 3\n")
     (tools / "broken").chmod(0o755)
-    s = Session(lambda: Runner(executor="local", workspace=tmp_path / "ws", preset="all"))
+    s = McpSession(lambda: Runner(executor="local", workspace=tmp_path / "ws", preset="all"))
     try:
         s.tools()
     finally:
@@ -160,7 +160,7 @@ def test_the_approval_question_shows_the_arguments_as_they_are(tmp_path, monkeyp
     import pty
     import tty
 
-    from runner import core
+    from runner.controller import core
 
     folder = tmp_path / "ws" / ".runner" / "tools"
     folder.mkdir(parents=True)
@@ -258,8 +258,8 @@ def test_tools_of_the_workspace_that_describe_a_lot_lose_no_other_tool(tmp_path,
 def test_past_the_answers_bound_the_projects_tools_are_skipped_first(tmp_path, monkeypatch):
     """What no longer fits in the answer is skipped with the reason, the project's tools before
     the operator's (a plugin comes after the project's folders, and still is kept)."""
-    from runner.toolbox import custom as agent
-    from runner.toolbox.context import Ctx
+    from runner.agent import custom as agent
+    from runner.agent.context import Ctx
 
     _big_tools(tmp_path / "user", 1, 100, prefix="mine")
     _big_tools(tmp_path / "ws" / ".runner" / "tools", 5, 3000)
@@ -272,7 +272,7 @@ def test_past_the_answers_bound_the_projects_tools_are_skipped_first(tmp_path, m
                                              {"place": "project", "dir": str(tmp_path / "ws" / ".runner" / "tools")}],
                                   "plugins": [{"path": "python3", "args": [str(plugin)], "place": "policy"}],
                                   "timeout": 10})["content"]
-    from runner.toolbox import plugins
+    from runner.agent import plugins
 
     plugins.shutdown()
     kept = {t["name"] for t in answer["tools"]}
@@ -302,8 +302,8 @@ def test_a_huge_markdown_beside_a_tool_skips_that_tool_only(tmp_path, monkeypatc
 def test_reasons_past_the_answers_bound_are_counted_not_sent(tmp_path, monkeypatch):
     """The reasons tools were skipped come from the workspace too (a describe's stderr): many
     failing tools must not fill the answer either."""
-    from runner.toolbox import custom as agent
-    from runner.toolbox.context import Ctx
+    from runner.agent import custom as agent
+    from runner.agent.context import Ctx
 
     _big_tools(tmp_path / "user", 1, 100, prefix="mine")
     broken = tmp_path / "ws" / "tools"

@@ -205,7 +205,7 @@ def test_every_builtin_that_writes_or_reaches_the_network_is_under_its_gate():
     """The gate map covers the registry: a tool whose spec writes is off with features.writes:
     false, one that reaches the network is off with features.network_tools: false (git_push and
     git_pull were not)."""
-    from runner.schemas import registry
+    from runner.tools.schemas import registry
 
     everything = registry.preset("all")
     for gate, flag in (("writes", "writes"), ("network_tools", "network")):

@@ -280,7 +280,7 @@ def image_with_pythonpath(docker_client):
 def test_the_agent_is_no_python3_the_sandbox_wrote(tmp_path, no_leaks, image_with_pythonpath):
     """The engine found `python3` on the image's PATH, which led with the workspace's bin: a
     python3 the sandbox wrote there became the next session's agent, holding its key. The agent's
-    interpreter is now the first on PATH that the sandbox cannot write (runner/bundle.py,
+    interpreter is now the first on PATH that the sandbox cannot write (runner/controller/bundle.py,
     FIND_PYTHON); the tools' PATH is the image's, unchanged."""
     ws = tmp_path / "ws"
     (ws / "bin").mkdir(parents=True)

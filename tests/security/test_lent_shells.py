@@ -1,4 +1,4 @@
-"""Shells the agent lends the controller (runner/lent.py, toolbox/lender.py): on a local engine a
+"""Shells the agent lends the controller (runner/controller/lent_shells.py, agent/lender.py): on a local engine a
 bash call's command goes straight into a spare shell the controller holds, and its output and
 status come straight back. What the sandbox hands the controller are three descriptors per
 spare; what a process of the sandbox writes on the spare's FIFOs is its own call's business and
@@ -17,8 +17,9 @@ import time
 
 import pytest
 
-from runner import Runner, lent, sandbox
-from runner.toolbox import wire
+from runner import Runner
+from runner.controller import lent_shells as lent, sandbox
+from runner.agent import wire
 
 from ..toolcalls.test_forked_shells import FILL
 

@@ -13,7 +13,7 @@ import pytest
 
 from runner import Runner
 from runner.errors import RunnerError, UsageError
-from runner.exec_cmd import ExecOptions, build_config
+from runner.cli.exec_cmd import ExecOptions, build_config
 
 from .test_protection import LIMITS, chown_tree
 

@@ -73,7 +73,7 @@ def test_remote_runner_on_output_gets_each_line_while_the_command_runs(start_ser
 
 
 def test_runner_exec_and_call_import_none_of_the_service_libraries():
-    code = ("import sys, runner.cli, runner.client, runner.toolcli, runner.exec_cmd; "
+    code = ("import sys, runner.cli, runner.client, runner.cli.toolcalls, runner.cli.exec_cmd; "
             "bad = [m for m in ('fastapi', 'uvicorn', 'sqlalchemy', 'alembic', 'psycopg', 'httpx', 'starlette') "
             "if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -20,7 +20,7 @@ def tidy(data):
     """What the server could not remove goes by remove_tree: pytest's own clean-up (shutil.rmtree)
     raises RecursionError on it and would end the run of whoever cleans the base temp next."""
     yield
-    from runner.wspath import remove_tree
+    from runner.untrusted.wspath import remove_tree
 
     remove_tree(data)
 
@@ -108,7 +108,7 @@ def test_a_killed_servers_mcp_workspaces_are_removed_at_the_next_start(start_ser
     assert r.status_code == 200 and "made" in r.text, r.text
     homes = list((data / "mcp" / "mk").iterdir())
     assert len(homes) == 1
-    from runner.wspath import make_dirs
+    from runner.untrusted.wspath import make_dirs
 
     make_dirs(homes[0], DEEP)  # as bash in the sandbox can
     server.proc.kill()

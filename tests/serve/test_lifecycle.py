@@ -10,7 +10,7 @@ import threading
 import httpx
 import pytest
 
-from runner import channel
+from runner.controller import channel
 
 from ..leftovers import result_stores
 from .conftest import add_tenant, session_containers, wait_for

@@ -57,7 +57,7 @@ def test_custom_tools_over_ssh(ssh_config, tmp_path, home, monkeypatch):
 
 
 def test_the_copy_is_capped_and_named_safely(ssh_config, tmp_path, home, monkeypatch):
-    from runner import custom
+    from runner.tools import custom
     from runner.backends import ssh as ssh_backend
 
     ws = tmp_path / "remote-ws"

@@ -227,7 +227,7 @@ def test_runner_nodes_lists_nodes_capacity_and_live_sandboxes(cluster):
 
 def test_runner_gc_reaps_an_orphaned_service_and_its_network(cluster):
     from executors.swarm import reap_orphans
-    from runner.maintenance import gc
+    from runner.cli.maintenance import gc
 
     ex = make(cluster, ttl=0.001, placement=["node.role==worker"])
     ex.start()

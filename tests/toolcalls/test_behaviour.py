@@ -71,7 +71,7 @@ def test_a_bad_path_is_a_validation_error_and_the_sandboxs_word_only_a_contract_
     """The README's contract: a path outside the workspace is `validation` (it was `execution`,
     the agent's refusals carried no type); a type the sandbox names outside the contract is
     `execution`, and a result that is no error carries none."""
-    from runner import core
+    from runner.controller import core
 
     for tool, args in (("read", {"path": "../x"}), ("read", {"path": "/etc/passwd"}), ("ls", {"path": "/"}),
                        ("write", {"path": "/tmp/x", "content": "1"}), ("read", {"path": "a\x00b"})):

@@ -1,5 +1,5 @@
 """Every bash/exec call starts clean, even though the agent keeps a shell ready before the call
-arrives (toolbox/procs.py's spare): nothing one call does to its shell is seen by the next.
+arrives (agent/procs.py's spare): nothing one call does to its shell is seen by the next.
 Run on local and docker alike."""
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_a_calls_last_output_rides_in_its_result_and_in_no_other_message():
     import io
     import os
 
-    from runner.toolbox import server, wire
+    from runner.agent import server, wire
 
     key = os.urandom(32)
     r, w = os.pipe()

@@ -1,5 +1,5 @@
 """A bash call's shell is forked, ahead of the call, from a clean bash the agent keeps (the
-zygote, toolbox/zygote.py); a command that names `$$` gets a `bash -c` of its own. Both must be
+zygote, agent/zygote.py); a command that names `$$` gets a `bash -c` of its own. Both must be
 alike, and nothing a call does to the zygote may cost a later call its output or exit code.
 Run on local, docker and swarm (the fixtures of this folder); the last test drives the agent's
 module in this process."""
@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from runner.toolbox import fsutil, procs
-from runner.toolbox.context import Ctx
+from runner.agent import fsutil, procs
+from runner.agent.context import Ctx
 
 # What a shell starts with: options, traps, descriptors, stdin, signals ignored and caught (not
 # the blocked mask: bash blocks some around each fork it makes), variables' names,
@@ -432,7 +432,7 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     `<>`), and one of this agent's own as its zygote closes. The FIFOs of a live agent, a file
     that holds something, and a link to a FIFO stay."""
     from executors.docker.labels import process_start_time
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     import subprocess
 
@@ -478,7 +478,7 @@ def test_a_shell_tells_its_own_status_once_its_command_returns(tmp_path):
     stopped, so the zygote's line can never come, and the status comes all the same (this waited
     out its timeout before). A command with an EXIT trap keeps its output open for the trap and
     tells nothing itself: its status waits for the zygote's line. A status is given out once."""
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
 
@@ -540,7 +540,7 @@ def test_a_spare_forked_as_its_agent_dies_does_not_wait_for_it_for_good(tmp_path
     and the zygote waiting for it, before the fix)."""
     import subprocess
 
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     os.kill(z.proc.pid, signal.SIGSTOP)
@@ -585,7 +585,7 @@ def test_a_spare_whose_output_fifo_is_gone_when_it_opens_never_says_it_runs(tmp_
     its output there and say it runs: the call given to it waited out its timeout for output
     that never came. Now the spare sees that what it opened is no FIFO and ends unready; the
     agent removes the file, and the zygote's next spare runs a command as ever."""
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     try:
@@ -609,7 +609,7 @@ def test_a_spare_the_zygote_skips_is_told_not_waited_for(tmp_path):
     wake-up of the zygote's pipe (the lender's). The zygote forks the next as ever."""
     import select
 
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
 
@@ -641,7 +641,7 @@ def test_a_spares_status_comes_with_the_next_spares_ready_line_when_that_one_wai
     the first spare's command ends, so both lines are there by the time anything is."""
     import select
 
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     try:
@@ -663,7 +663,7 @@ def test_a_spares_status_comes_with_the_next_spares_ready_line_when_that_one_wai
 def test_a_status_held_for_the_next_ready_line_is_told_when_that_spare_never_runs(tmp_path):
     """The status the zygote holds for the next spare's ready line is not lost with a next spare
     that ends before that line (here its output FIFO is gone): the zygote tells it then."""
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     try:
@@ -700,7 +700,7 @@ def test_a_held_status_is_told_however_the_zygote_goes_on(tmp_path, how):
     """A status held for the next spare's ready line is told all the same when that spare's
     redirections fail (status 1, as an ordinary command's: a directory where its output FIFO
     was), and at the input's end. Each lost it first."""
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     made = ""
@@ -757,7 +757,7 @@ def test_a_closing_zygote_removes_the_empty_files_its_given_up_spares_made(tmp_p
     of those names (`<>` creates them): nothing removed them (hundreds from a loop of spares asked
     for and closed at once, a review found). The agent's zygotes remove such files of its own as
     they close, and ones of agents that ended as they start."""
-    from runner.toolbox import zygote
+    from runner.agent import zygote
 
     z = zygote.Zygote(procs.BASH, str(tmp_path), {"PATH": os.environ["PATH"]})
     made = [z.prefix + "0123456789abcdef.in", z.prefix + "0123456789abcdef.out"]

@@ -1,0 +1,182 @@
+"""A Session: one Runner's sandboxes on one backend, between the Runner and the executors.
+
+    session = Session(setting, backends.for_policy("docker"), env={...})
+    session.start()                                  # the backend's shared parts, the warm pool
+    msg = session.run("c1", "read", {"path": "a"}, timeout=30, on_output=print)   # one agent op
+    session.close()
+
+It acquires a sandbox (the session's own, or a fresh one per call), runs one agent op in it
+and replaces a sandbox that died; it ships this machine's tool folders where the backend wants
+them; it knows the protected paths of the workspace. It knows nothing of tools, policies'
+gates or results: the Runner (core.py) decides, the Session places, the Sandbox talks to the
+agent. Custom tools (custom.py) use it too, never the Runner.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..backends import BackendConfig, Setting, ToolFolder
+from .sandbox import NoSandbox, Sandbox, SandboxDied
+
+
+class Session:
+    def __init__(self, setting: Setting, backend: BackendConfig, env: dict[str, str]) -> None:
+        from ..tools import custom
+        from ..policy.protect import policy_protected_dirs
+
+        self.setting = setting
+        self.backend = backend
+        self.placement = backend.placement(setting)
+        self.env = env  # the sandbox environment the policy grants (values are secrets' too)
+        self.protected = policy_protected_dirs(self.policy, workspace=self.workspace)
+        self.protected += [d for d in custom.protected_dirs(self) if d not in self.protected]
+        self.placement.check(self.protected)
+        self._tools: Optional[list[ToolFolder]] = None
+        self._pool = None
+        self._sandbox: Optional[Sandbox] = None
+        self._busy: Optional[Sandbox] = None  # the sandbox of the op running now (abort())
+        self._lock = threading.RLock()
+
+    # -- the facts ------------------------------------------------------------------------
+    @property
+    def policy(self):
+        return self.setting.policy
+
+    @property
+    def workspace(self) -> Path:
+        return self.setting.workspace
+
+    @property
+    def session_id(self) -> str:
+        return self.setting.session_id
+
+    @property
+    def lifecycle(self) -> str:
+        return self.policy.sandbox.lifecycle
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> "Session":
+        from .pool import SandboxPool
+
+        with self._lock:
+            if self._pool is None:
+                self.placement.open()
+                size = self.policy.sandbox.pool_size
+                if size is None:
+                    size = 2 if self.lifecycle == "per-call" else 0
+                self._pool = SandboxPool(self.make_sandbox, size)
+                if self.lifecycle == "per-session":
+                    self._sandbox = self._pool.get()
+        return self
+
+    def close_steps(self, wait: bool = True) -> list[Callable[[], None]]:
+        """The steps of closing, in order (the Runner runs each even when an interrupt hits one).
+        wait=False: the sandboxes are closed at once and their containers removed after the
+        answer, by runner/controller/finisher.py's thread (before this process exits)."""
+        return [lambda: self._close_sandbox(wait), lambda: self._close_pool(wait), self.placement.close]
+
+    def close(self, wait: bool = True) -> None:
+        for step in self.close_steps(wait):
+            step()
+
+    def _close_sandbox(self, wait: bool = True) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close(background=not wait)
+            self._sandbox = None
+
+    def _close_pool(self, wait: bool = True) -> None:
+        if self._pool is not None:
+            self._pool.close(background=not wait)
+
+    # -- sandboxes ------------------------------------------------------------------------
+    def tool_folders(self) -> list[ToolFolder]:
+        """This machine's tool folders the sandbox needs (mounted or copied), found once per
+        Runner and again after refresh_tools (forget_tool_folders)."""
+        from ..tools import custom
+
+        with self._lock:
+            if self._tools is None:
+                self._tools = custom.shipments(self) if self.policy.tools.custom else []
+            return self._tools
+
+    def forget_tool_folders(self) -> None:
+        with self._lock:
+            self._tools = None
+
+    def ship_tools(self) -> Optional[str]:
+        """Bring this machine's tool folders to the sandbox's side (backends that copy them);
+        why that failed, or None."""
+        return self.placement.ship(self.tool_folders())
+
+    def make_sandbox(self) -> Sandbox:
+        pol = self.policy
+        hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
+                 "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.env),
+                 "single_call": self.lifecycle == "per-call"}
+        return self.placement.make_sandbox(hello, self.protected, self.tool_folders())
+
+    def acquire(self) -> Sandbox:
+        """A started sandbox for one op: the session's own (replaced when it died), or a fresh
+        one per call. Raises NoSandbox."""
+        died = None
+        try:
+            with self._lock:
+                if self._pool is None:
+                    self.start()
+                if self.lifecycle == "per-call":
+                    return self._pool.get()
+                old = self._sandbox
+                if old is not None and not old.alive:
+                    # It ended since the last call (killed, its engine gone): whatever the agent
+                    # had there is lost, and the agent is told so once, unless it was already
+                    # told when the sandbox was retired (an OOM kill).
+                    old.close()
+                    self._sandbox = None
+                    if old.retired is None:
+                        died = old.dead or "it ended after the previous call"
+                if died is None:
+                    if self._sandbox is None:
+                        self._sandbox = self._pool.get()
+                    return self._sandbox
+        except Exception as e:
+            raise NoSandbox(f"could not start a sandbox: {e}") from e
+        raise SandboxDied(died)
+
+    def run(self, call_id: str, op: str, args: dict, timeout: float,
+            on_output: Callable[[str], None] | None = None) -> dict:
+        """One agent op (a tool, or custom_describe/custom_run) in a sandbox: its raw result
+        message. Raises NoSandbox, or SandboxDied (the sandbox is closed; the next op gets a
+        fresh one)."""
+        sandbox = self.acquire()
+        with self._lock:
+            self._busy = sandbox
+        try:
+            return sandbox.call(call_id, op, args, timeout, on_output=on_output)
+        except SandboxDied:
+            sandbox.close()
+            with self._lock:
+                if sandbox is self._sandbox:
+                    self._sandbox = None
+            raise
+        finally:
+            with self._lock:
+                self._busy = None
+            if self.lifecycle == "per-call":
+                sandbox.close()
+
+    def abort(self, why: str) -> bool:
+        """End the op running now, if one is (False if none): its sandbox is removed under it
+        (the op ends as SandboxDied) and the next op gets a fresh one, told nothing of it. The
+        caller makes sure the op running is the one it means (turns.Stoppable: the call of a client
+        that left or cancelled it, in runner serve and runner mcp)."""
+        with self._lock:
+            sandbox = self._busy
+            if sandbox is None:
+                return False
+            sandbox.retired = why
+            if sandbox is self._sandbox:
+                self._sandbox = None
+        sandbox.close()
+        return True

@@ -1,0 +1,1 @@
+"""The host side: `runner host-shell` and the routed host commands over SSH."""

@@ -1,0 +1,1 @@
+"""What runner reports: secret redaction and the audit log."""
