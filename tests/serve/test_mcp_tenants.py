@@ -194,4 +194,10 @@ def test_max_calls_per_tenant_holds_on_mcp_and_v1_together(start_server, data, p
     assert text(seen["mcp_blocked"]).strip() == "done" and seen["v1_blocked"]["content"].strip() == "done"
     assert text(seen["mcp_after"]).strip() == "after", text(seen["mcp_after"])
     assert seen["v1_after"].status_code == 200 and seen["v1_after"].json()["content"].strip() == "after"
-    wait_for(lambda: not tenant_containers(docker_client, "busy"), 60, "the tenant's sandboxes removed")
+    try:
+        wait_for(lambda: not tenant_containers(docker_client, "busy"), 60, "the tenant's sandboxes removed")
+    except AssertionError:
+        left = [(c["Labels"].get("runner.session"), c["Labels"].get("runner.role"), c["State"])
+                for c in tenant_containers(docker_client, "busy")]
+        raise AssertionError(f"the tenant's sandboxes were not removed: {left}; the server said:\n"
+                             + "".join(server.stderr)) from None

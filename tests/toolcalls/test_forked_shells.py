@@ -224,9 +224,11 @@ def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wai
 # Hostile processes of the sandbox against the zygote's pipes and FIFOs (each of these held the
 # agent, lost output or ran a call's command nowhere before its fix). `: $$` runs a command in its
 # own `bash -c`, so the zygote is idle meanwhile; $PPID is the agent in either kind of shell.
-FIND = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <"$s"; '
+FIND = ('for _ in $(seq 200); do '  # the agent forks its zygote as it starts: wait for it (20 s at most)
+        'for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <"$s"; '
         '[ "$ppid" = "$PPID" ] && [ "$pid" != "$BASHPID" ] && grep -q __runner_d "/proc/$pid/cmdline" 2>/dev/null '
         '&& zygote=$pid; done; '
+        '[ -n "$zygote" ] && break; sleep 0.1; done; '
         '[ -n "$zygote" ] || exit 99; : $$')
 FILL = '''python3 -c 'import os, sys
 f = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
