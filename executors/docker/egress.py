@@ -386,6 +386,21 @@ class Egress:
             return ""
         return self._log.text()
 
+    def _gone(self, name: str, within: float = 30.0) -> bool:
+        """Whether the container `name` is gone within `within` seconds (a removal under way elsewhere)."""
+        import docker.errors
+
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            try:
+                self.client.containers.get(name)
+            except docker.errors.NotFound:
+                return True
+            except docker.errors.APIError:
+                pass
+            time.sleep(0.1)
+        return False
+
     def stop(self) -> None:
         """Remove the proxy, the networks (disconnecting whatever is still on them) and the
         firewall rules. Raises EgressUnavailable naming what could not be removed."""
@@ -400,6 +415,11 @@ class Egress:
             (proxy or self.client.containers.get(f"runner-egress-{self.session}")).remove(force=True)
         except docker.errors.NotFound:
             pass
+        except docker.errors.APIError as e:
+            # another remover got there first (`runner gc` beside a closing Runner): its removal is
+            # waited for, not counted as a failure of this one
+            if not (e.status_code == 409 and "already in progress" in str(e) and self._gone(f"runner-egress-{self.session}")):
+                problems.append(f"proxy container: {e}")
         except Exception as e:
             problems.append(f"proxy container: {e}")
         networks_gone = True
