@@ -139,17 +139,19 @@ class DockerBackend(BackendConfig):
     # -- one command in a fresh sandbox (runner serve's /v1/exec, `runner exec` on a remote engine)
     @staticmethod
     def one_shot(cfg, req, base_url: str | None = None, **exec_kwargs):
-        """Run `req` (an ExecRequest) in one hardened sandbox made from `cfg` (an executors
-        SandboxConfig, per-call) on the engine at `base_url` (None: DOCKER_HOST's), removed after;
-        `exec_kwargs` go to Executor.exec (stdin, on_output, cancel). Returns the ExecResult.
-        Raises EngineUnavailable, ImageNotFound, ExecCancelled (cancel set), or another
-        ExecutorError."""
+        """Run `req` (an ExecRequest, or a function that makes it: called after the engine and the
+        image were checked, so their errors come first) in one hardened sandbox made from `cfg` (an
+        executors SandboxConfig, per-call) on the engine at `base_url` (None: DOCKER_HOST's),
+        removed after; `exec_kwargs` go to Executor.exec (stdin, on_output, cancel). Returns the
+        ExecResult. Raises EngineUnavailable, ImageNotFound, ExecCancelled (cancel set), another
+        ExecutorError, or what making the request raises."""
         from executors.docker import DockerExecutor
 
         ex = DockerExecutor(cfg, base_url=base_url)
         ex.start()  # checks engine and image; per-call creates nothing yet
+        request = req() if callable(req) else req
         try:
-            return ex.exec(req, **exec_kwargs)
+            return ex.exec(request, **exec_kwargs)
         finally:
             ex.stop()
 
@@ -391,9 +393,7 @@ class DockerPlacement(Placement):
 
     def executor(self, cfg):
         """The executor of one sandbox (a cluster backend returns its own from the same config)."""
-        from executors.docker import DockerExecutor
-
-        return DockerExecutor(cfg)
+        return DockerBackend.make_executor(cfg)
 
     def direct_channel(self, cfg) -> bool:
         """Whether the agent can reach a socket of this machine (runner/controller/channel.py); a cluster
