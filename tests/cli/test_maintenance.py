@@ -109,13 +109,6 @@ def test_gc_goes_through_every_backend_that_collects_garbage(monkeypatch):
                                                                                            "leftovers"}
 
 
-@pytest.mark.docker
-def test_nodes_on_an_engine_that_is_no_swarm_manager_says_so(run_cli):
-    """`runner nodes` asks the swarm backend (SwarmBackend.nodes); this machine's engine is no manager."""
-    p = run_cli("nodes")
-    assert p.returncode == 69 and "is no swarm manager: point -H at one" in p.stderr.decode()
-
-
 def test_an_engine_refusal_is_one_line_and_other_errors_are_not_taken_for_one():
     """The command line's error handler asks the docker backend whether an error is the engine's
     refusal (the SDK's APIError), without importing the SDK itself."""
