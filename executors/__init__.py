@@ -17,24 +17,41 @@ if TYPE_CHECKING:
 _LAZY = {"Executor": "base", "Process": "base", "DEFAULT_LIMITS": "models", "ExecRequest": "models",
          "ExecResult": "models", "Limits": "models", "StartFailure": "models", "parse_size": "defaults"}
 
-BACKENDS = {
-    "local": "executors.local:LocalExecutor",
-    "docker": "executors.docker:DockerExecutor",
-    "ssh": "executors.ssh:SSHExecutor",
-    "swarm": "executors.swarm:SwarmExecutor",
-}
-
-
 def get_executor(name: str, **config) -> "Executor":
-    """Build a backend by name; its module is imported only now (keeps start-up fast)."""
+    """Build a backend by name: the executor class `executors.NAME` names as its EXECUTOR, its module
+    imported only now (keeps start-up fast). No table here: the one registry of backends is runner's
+    (runner/backends), which also says how the controller places a sandbox on each; this is the
+    library's shorthand for the executors shipped in this package. Raises InvalidConfig for a name
+    that is none of them."""
     import importlib
 
-    try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise InvalidConfig(f"unknown executor {name!r}: choose one of {', '.join(BACKENDS)}") from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)(**config)
+    module = None
+    if name.isidentifier():
+        try:
+            module = importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+    cls = getattr(module, "EXECUTOR", None)
+    if cls is None:
+        raise InvalidConfig(f"unknown executor {name!r}: choose one of {', '.join(shipped())}") from None
+    return cls(**config)
+
+
+def shipped() -> tuple[str, ...]:
+    """The names of the executors in this package: its modules that name an EXECUTOR (each is
+    imported: for an error message, not a fast path)."""
+    import importlib
+    import pkgutil
+
+    out = []
+    for info in pkgutil.iter_modules(__path__):
+        try:
+            if getattr(importlib.import_module(f"{__name__}.{info.name}"), "EXECUTOR", None) is not None:
+                out.append(info.name)
+        except ImportError:  # an optional dependency missing: not offered
+            continue
+    return tuple(out)
 
 
 def __getattr__(name: str):
@@ -50,5 +67,5 @@ def __getattr__(name: str):
 __all__ = [
     "DEFAULT_LIMITS", "EngineUnavailable", "ExecCancelled", "ExecRequest", "ExecResult", "Executor", "ExecutorError",
     "FileTooLarge", "ImageNotFound", "InvalidConfig", "Limits", "Process", "SandboxGone", "StartFailure",
-    "get_executor", "parse_size",
+    "get_executor", "parse_size", "shipped",
 ]

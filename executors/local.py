@@ -177,3 +177,6 @@ def _is_me(user: str) -> bool:
     except KeyError:
         my_group = None
     return group in (str(os.getgid()), my_group)
+
+
+EXECUTOR = LocalExecutor  # what executors.get_executor("local") builds

@@ -1,4 +1,16 @@
-"""Shell snippets for POSIX sandboxes, shared by the backends that reach one through a shell."""
+"""Shell snippets for POSIX sandboxes, shared by the backends that reach one through a shell, and
+what /proc tells of a process of this machine."""
+
+
+def process_start_time(pid: int) -> str | None:
+    """Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
 
 PID_LINE_MAX = 32  # stderr held back while looking for a wrapper's pid line (bounded, no flood)
 

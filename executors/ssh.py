@@ -380,3 +380,6 @@ def _named(e: OSError, path: str) -> OSError:
     if e.filename or e.errno is None:
         return e
     return OSError(e.errno, e.strerror or str(e), path)  # OSError(errno, ...) picks the subclass
+
+
+EXECUTOR = SSHExecutor  # what executors.get_executor("ssh") builds

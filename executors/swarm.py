@@ -593,3 +593,6 @@ def reap_orphans(client, dry_run: bool = False) -> list[tuple[str, str, str]]:
                 continue  # its container is still leaving its node; the next gc takes it
         out.append((n["Id"][:12], n["Name"], f"network: {reason}"))
     return out
+
+
+EXECUTOR = SwarmExecutor  # what executors.get_executor("swarm") builds

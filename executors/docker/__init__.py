@@ -3,9 +3,13 @@ on the local engine, oneshot.py over wire.py: the same hardening with the standa
 
 # Imported when first named (PEP 562), so executors.docker.oneshot loads neither pydantic nor docker-py.
 _LAZY = {"DockerExecutor": "executor", "Mount": "config", "SandboxConfig": "config"}
+_ALIAS = {"EXECUTOR": "DockerExecutor"}  # what executors.get_executor("docker") builds
 
 
 def __getattr__(name: str):
+    if name in _ALIAS:
+        value = globals()[name] = __getattr__(_ALIAS[name])
+        return value
     if name in _LAZY:
         import importlib
 

@@ -5,6 +5,8 @@ import os
 import socket
 import time
 
+from ..posix import process_start_time  # noqa: F401  (named here too: the labels record it)
+
 MANAGED = "runner.managed"
 OWNER_PID = "runner.owner.pid"
 OWNER_START = "runner.owner.start"
@@ -15,16 +17,6 @@ CREATED = "runner.created"
 EXPIRES = "runner.expires"
 ROLE = "runner.role"
 EXECUTOR = "runner.executor"  # one DockerExecutor instance
-
-
-def process_start_time(pid: int) -> str | None:
-    """Start time of a process in clock ticks since boot (field 22 of /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
 
 
 def make_labels(session: str, ttl: float, role: str = "sandbox", extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -5,10 +5,13 @@
     cfg = backends.parse({"type": "ssh", "ssh": {...}})  # the discriminated union, checked by pydantic
     placement = cfg.placement(setting)                  # base.Placement: where things are
 
-Adding a backend is one module holding its config class (a BackendConfig subclass with a
-`type: Literal["NAME"]` and a `placement()` that returns its Placement) and one line in
-BACKENDS (or a call to register() from a plugin). The policy's `sandbox.executor` accepts
-exactly the registered names; modules are imported only when a config is made.
+Adding a backend is one module here, runner/backends/NAME.py, holding its config class (a
+BackendConfig subclass with a `type: Literal["NAME"]` and a `placement()` that returns its
+Placement) and naming it `CONFIG`; the package's listing is the registry (a plugin's backend,
+elsewhere, calls register()). This is the one registry of backends: executors.get_executor is the
+library's shorthand for the executors of that package and holds no table. The policy's
+`sandbox.executor` accepts exactly the registered names; modules are imported only when a config
+is made.
 """
 from __future__ import annotations
 
@@ -17,12 +20,18 @@ from typing import Annotated, Any, Union
 
 from .base import BackendConfig, Placement, Setting, ToolFolder
 
-BACKENDS: dict[str, str] = {
-    "docker": "runner.backends.docker:DockerBackend",
-    "local": "runner.backends.local:LocalBackend",
-    "ssh": "runner.backends.ssh:SSHBackend",
-    "swarm": "runner.backends.swarm:SwarmBackend",
-}
+_NOT_BACKENDS = ("base", "conformance")  # the modules of this package that are no backend
+
+
+def _listed() -> dict[str, str]:
+    """The backends of this package: each module but base and conformance, by its CONFIG."""
+    import pkgutil
+
+    return {m.name: f"{__name__}.{m.name}:CONFIG" for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
+            if not m.name.startswith("_") and m.name not in _NOT_BACKENDS}
+
+
+BACKENDS: dict[str, str] = _listed()
 
 
 def register(name: str, target: str) -> None:

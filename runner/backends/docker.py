@@ -9,6 +9,7 @@ overrides `executor()`.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -37,6 +38,191 @@ class DockerBackend(BackendConfig):
     @classmethod
     def collect_garbage(cls, host: str | None, dry_run: bool) -> list[tuple[str, str, str]]:
         return collect_garbage(host, dry_run)
+
+    # -- the engine itself (runner images, the command line's errors) ---------------------
+    @staticmethod
+    def client(host: str | None = None):
+        """A Docker SDK client of the engine at `host` (None: DOCKER_HOST's), for what works on the
+        engine as such (runner/cli/images.py builds and lists runner's images with it). Raises
+        EngineUnavailable."""
+        from executors.docker.engine import connect
+
+        return connect(host)
+
+    @staticmethod
+    def refusal(error: BaseException) -> str | None:
+        """What the engine said, when `error` is its refusal (an API error of the Docker SDK), as
+        the command line reports it; else None. Raises nothing."""
+        import sys
+
+        errors = sys.modules.get("docker.errors")  # an error of the SDK means the SDK is loaded
+        if errors is None or not isinstance(error, errors.APIError):
+            return None
+        return f"the Docker engine refused: {error.explanation or error}"
+
+    # -- runner doctor ------------------------------------------------------------------
+    @staticmethod
+    def engine_status(host: str | None, image_listing) -> list[tuple[str, str, str]]:
+        """`runner doctor`'s rows (OK|WARN|FAIL, what, detail) for the engine at `host`: its
+        version, seccomp, runtimes (the one sandboxes use, tried), docker-init, the images
+        (`image_listing(client)`: runner/cli/images.py) and orphaned containers. One FAIL row
+        `engine` when it does not answer. Raises nothing else of its own."""
+        import shutil
+
+        from executors.docker import labels as L
+        from executors.docker.engine import connect
+        from executors.errors import EngineUnavailable
+
+        rows: list[tuple[str, str, str]] = []
+        try:
+            client = connect(host)
+        except EngineUnavailable as e:
+            return [("FAIL", "engine", str(e))]
+        info = client.info()
+        rows.append(("OK", "engine", f"Docker {info.get('ServerVersion')} ({info.get('Driver')}, cgroup v{info.get('CgroupVersion', '?')})"))
+        sec = " ".join(info.get("SecurityOptions") or [])
+        rows.append(("OK" if "seccomp" in sec else "FAIL", "seccomp",
+                     "default profile available" if "seccomp" in sec else "the engine has no seccomp: rebuild it with seccomp support"))
+        runtimes = sorted((info.get("Runtimes") or {}).keys())
+        rows.append(("OK", "runtimes", ", ".join(runtimes)))
+        from executors.docker.runtimes import PREFERRED, RUNC, pick
+
+        picked, default = pick(info), info.get("DefaultRuntime") or "runc"
+        if picked:
+            rows.append(_runtime_row(client, picked, default))
+        elif default not in RUNC:
+            rows.append(("OK", "sandbox runtime", f"the engine's default, {default}"))
+        else:
+            rows.append(("WARN", "sandbox runtime", f"the engine's default, {default}: register {PREFERRED} for "
+                         "faster starts (scripts/setup.sh does)"))
+        if "runsc" not in runtimes:
+            rows.append(("WARN", "gVisor", "runsc is not configured: apt-get install runsc, then add it to "
+                         "/etc/docker/daemon.json runtimes with --platform=ptrace --network=none and restart dockerd"))
+        rows.append(("OK" if info.get("InitBinary") or shutil.which("docker-init") else "WARN", "init",
+                     info.get("InitBinary") or "no docker-init: --init will fail (apt-get install tini)"))
+        for r in image_listing(client):
+            if r["state"] == "ok":
+                rows.append(("OK", f"image {r['name']}", f"{r['id']} {r['size_mb']}MB"))
+            else:
+                rows.append(("WARN" if r.get("optional") else "FAIL", f"image {r['name']}",
+                             f"{r['state']}: run `runner images build`" + (" (optional)" if r.get("optional") else "")))
+        stale = [c for c in managed(client) if L.orphan_reason(c["Labels"])]
+        rows.append(("WARN" if stale else "OK", "orphans", f"{len(stale)} orphaned container(s)" + (": run `runner gc`" if stale else "")))
+        return rows
+
+    # -- sandboxes made from a config of their own (the inspect provider) --------------------
+    @staticmethod
+    def container_config(mounts: list[tuple[str, str]], **fields):
+        """An executors SandboxConfig (the hardened defaults, `fields` over them) with these
+        (host source, sandbox target) bind mounts, read-write. Raises pydantic's ValidationError
+        (a ValueError) for a bad field."""
+        from executors.docker import Mount, SandboxConfig
+
+        return SandboxConfig(**fields, mounts=[Mount(source=src, target=dst) for src, dst in mounts])
+
+    @staticmethod
+    def make_executor(cfg):
+        """The docker executor of one sandbox from an executors SandboxConfig (not started).
+        Raises InvalidConfig for a mount it refuses."""
+        from executors.docker import DockerExecutor
+
+        return DockerExecutor(cfg)
+
+    @staticmethod
+    def require_image(image: str) -> None:
+        """Raise ImageNotFound (saying how to get it) unless the engine has `image`; EngineUnavailable
+        when it does not answer."""
+        from executors.docker.engine import connect, require_image
+
+        require_image(connect(), image)
+
+    # -- one command in a fresh sandbox (runner serve's /v1/exec, `runner exec` on a remote engine)
+    @staticmethod
+    def one_shot(cfg, req, base_url: str | None = None, **exec_kwargs):
+        """Run `req` (an ExecRequest, or a function that makes it: called after the engine and the
+        image were checked, so their errors come first) in one hardened sandbox made from `cfg` (an
+        executors SandboxConfig, per-call) on the engine at `base_url` (None: DOCKER_HOST's),
+        removed after; `exec_kwargs` go to Executor.exec (stdin, on_output, cancel). Returns the
+        ExecResult. Raises EngineUnavailable, ImageNotFound, ExecCancelled (cancel set), another
+        ExecutorError, or what making the request raises."""
+        from executors.docker import DockerExecutor
+
+        ex = DockerExecutor(cfg, base_url=base_url)
+        ex.start()  # checks engine and image; per-call creates nothing yet
+        request = req() if callable(req) else req
+        try:
+            return ex.exec(request, **exec_kwargs)
+        finally:
+            ex.stop()
+
+    # -- sandboxes by label (runner serve, the inspect provider) ----------------------------
+    @staticmethod
+    def sandboxes(labels: dict[str, str | None]) -> list[dict]:
+        """runner's containers on the engine carrying these labels (None: any value), from one
+        list request: the engine's records ({"Id", "Labels", ...}). Raises EngineUnavailable, or
+        the engine's error."""
+        from executors.docker.engine import connect
+
+        filt = ["runner.managed=true"] + [k if v is None else f"{k}={v}" for k, v in labels.items()]
+        return connect().api.containers(all=True, filters={"label": filt})
+
+    @staticmethod
+    def remove_sandbox(cid: str) -> None:
+        """Force-remove container `cid`. Raises EngineUnavailable, or the engine's error (also for
+        one gone or being removed already)."""
+        from executors.docker.engine import connect
+
+        connect().api.remove_container(cid, force=True)
+
+    @staticmethod
+    def orphan_reason(labels: dict[str, str]) -> str | None:
+        """Why the runner process that made a container (its labels) is gone, or None while it
+        lives and the container has not outlived its ttl. Raises nothing."""
+        from executors.docker.labels import orphan_reason
+
+        return orphan_reason(labels)
+
+    @staticmethod
+    def reap_egress(sessions: set[str]) -> None:
+        """Remove the egress (proxy, networks, firewall rules) of these sessions whose owner process
+        is gone, as `runner gc` does, and nothing of any other session. Raises EngineUnavailable,
+        or the engine's error."""
+        from executors.docker.egress import reap_orphans
+        from executors.docker.engine import connect
+
+        reap_orphans(connect(), only=sessions)
+
+    # -- runner serve's per-tenant egress networks ----------------------------------------
+    @staticmethod
+    def tenant_network(tenant: str, name: str) -> None:
+        """Make the bridge network `name` for `tenant`'s egress proxies, labelled runner.tenant=TENANT
+        (and as a shared network `runner gc` removes once its maker is dead and nothing uses it),
+        unless one of exactly that name exists. Raises EngineUnavailable."""
+        from executors.docker import labels as L
+        from executors.docker.engine import connect
+
+        client = connect()
+        # The engine's name filter matches substrings ("runner-tenant-X" finds "runner-tenant-X-eu"):
+        # only a network of exactly this name is this tenant's.
+        if not any(n.get("Name") == name for n in client.api.networks(names=[name])):
+            labels = L.make_labels(f"tenant-{tenant}", 10 * 365 * 86400, role="tenant-network",
+                                   extra={"runner.tenant": tenant})
+            client.api.create_network(name, driver="bridge", internal=False, labels=labels)
+
+    @staticmethod
+    def remove_networks(names: list[str]) -> list[tuple[str, str]]:
+        """Remove these networks; (name, why) of each kept (in use by another instance's proxy: it
+        removes it later). Raises EngineUnavailable."""
+        from executors.docker.engine import connect
+
+        client = connect()
+        kept = []
+        for name in names:
+            try:
+                client.api.remove_network(name)
+            except Exception as e:
+                kept.append((name, str(e)))
+        return kept
 
 
 class DockerPlacement(Placement):
@@ -101,8 +287,6 @@ class DockerPlacement(Placement):
         self.egress = eg
 
     def frozen(self):
-        from ..host.freeze import frozen
-
         return frozen(self.setting.session_id)
 
     def close(self) -> None:
@@ -166,7 +350,7 @@ class DockerPlacement(Placement):
         pins = [rel for m in pol.mounts if (rel := m.workspace_rel(ws))]
         plan = mount_plan(ws, SANDBOX_WORKSPACE, protected, create=create, pin=pins,
                           pins_read_only=pol.sandbox.workspace == "ro", owner=(st.st_uid, st.st_gid))
-        return [m.to_mount() for m in plan.mounts]
+        return [protected_mount(m) for m in plan.mounts]
 
     def sandbox_config(self, protected: list[str], tools: list[ToolFolder]):
         """The executors SandboxConfig of one sandbox of this session."""
@@ -176,7 +360,7 @@ class DockerPlacement(Placement):
         st = ws.stat()
         mounts = [Mount(source=str(ws), target=SANDBOX_WORKSPACE, read_only=pol.sandbox.workspace == "ro", scan=False)]
         mounts += self.protection_mounts(protected)
-        mounts += [self._scan_once(m.to_mount(ws)) for m in pol.mounts]
+        mounts += [self._scan_once(policy_mount(m, ws)) for m in pol.mounts]
         mounts += [self._scan_once(Mount(source=str(t.host), target=t.sandbox, read_only=True)) for t in tools]
         mounts = [_with_identity(m, ws) for m in mounts]
         net = {"network": "none", "env": dict(SANDBOX_ENV)}
@@ -209,9 +393,7 @@ class DockerPlacement(Placement):
 
     def executor(self, cfg):
         """The executor of one sandbox (a cluster backend returns its own from the same config)."""
-        from executors.docker import DockerExecutor
-
-        return DockerExecutor(cfg)
+        return DockerBackend.make_executor(cfg)
 
     def direct_channel(self, cfg) -> bool:
         """Whether the agent can reach a socket of this machine (runner/controller/channel.py); a cluster
@@ -251,6 +433,111 @@ class DockerPlacement(Placement):
             raise
 
 
+@contextmanager
+def frozen(session: str):
+    """Pause this session's running sandbox containers (not its egress proxy) until the block ends.
+
+    host-shell checks the repository and then starts git, which reads `.git/config` (and hooks,
+    attributes, refs) again, later, by path. A process left running in the sandbox could swap in
+    a configuration that names a program between the check and the read. Pausing the session's
+    sandbox containers (the cgroup freezer) for the length of the host command closes that window;
+    they are resumed whatever happens. Raises ExecutorError when a running one cannot be paused."""
+    from executors import ExecutorError
+    from executors.docker import labels as L
+    from executors.docker.engine import connect
+
+    client = connect()
+    paused = []
+    try:
+        for c in client.containers.list(filters={"label": f"{L.SESSION}={session}", "status": "running"}):
+            if c.labels.get(L.ROLE, "").startswith("egress"):
+                continue
+            try:
+                c.pause()
+                paused.append(c)
+            except Exception as e:
+                if _still_running(c):  # fail closed: no host command next to a sandbox that runs
+                    raise ExecutorError(f"could not pause the sandbox while the host command runs: {e}") from None
+                # a per-call container that ended (and is being removed) meanwhile: nothing runs there
+        yield paused
+    finally:
+        for c in paused:
+            try:
+                c.unpause()
+            except Exception:  # gone meanwhile: nothing left to resume
+                pass
+        client.close()
+
+
+def _still_running(container) -> bool:
+    try:
+        container.reload()
+    except Exception:  # removed
+        return False
+    return container.status in ("running", "restarting")
+
+
+def _runtime_row(client, picked: str, default: str) -> tuple[str, str, str]:
+    """The runtime runner picks for sandboxes, tried: one hardened sandbox of the default image
+    runs `true` under it, and where that fails, under the engine's default too (a runtime listed
+    but unable to run here is given up by each process only after a failed start:
+    executors/docker/runtimes.py)."""
+    import time
+
+    from executors.docker.config import SandboxConfig
+
+    image = SandboxConfig().image
+    try:
+        client.images.get(image)
+    except Exception:
+        return ("OK", "sandbox runtime", f"{picked} (not tried: no image {image} yet): sandboxes whose policy names "
+                "no runtime use it")
+    t = time.monotonic()
+    why = _try_runtime(client, picked)
+    if why is None:
+        return ("OK", "sandbox runtime", f"{picked}: ran a hardened sandbox in {(time.monotonic() - t) * 1000:.0f} ms; "
+                "sandboxes whose policy names no runtime use it")
+    if _try_runtime(client, default) is not None:
+        return ("WARN", "sandbox runtime", f"{picked}: no hardened sandbox ran under it nor under the engine's default, "
+                f"{default} ({why}): not the runtime's doing; see the rows below")
+    return ("WARN", "sandbox runtime", f"{picked} is listed but could not run a sandbox here ({why}); each process "
+            f"falls back to the engine's default, {default}, after one failed start: remove {picked} from the "
+            "engine's runtimes, or name a runtime in the policy (sandbox.runtime)")
+
+
+def _try_runtime(client, runtime: str) -> str | None:
+    """None if one hardened sandbox ran `true` under runtime within 30 s, else what went wrong."""
+    from executors.docker import DockerExecutor
+    from executors.models import ExecRequest
+
+    try:
+        with DockerExecutor(client=client, lifecycle="per-call", runtime=runtime) as ex:
+            res = ex.exec(ExecRequest(argv=["true"], timeout=30))
+    except Exception as e:
+        return str(e)[:400]
+    if res.exit_code == 0:
+        return None
+    return ("timed out after 30 s" if res.timed_out else
+            f"`true` exited {res.exit_code}: {res.stderr.decode(errors='replace').strip()[:300]}")
+
+
+def policy_mount(m, workspace) -> "object":
+    """An executors Mount of a policy's mount (runner.policy.model.MountSpec). A source in the
+    workspace is not scanned for sockets: its contents are the sandbox's own. Raises nothing."""
+    from executors.docker.config import Mount
+
+    return Mount(source=str(m.host_path(workspace)), target=m.target, read_only=m.mode == "ro",
+                 scan=m.workspace_rel(workspace) is None)
+
+
+def protected_mount(p) -> "object":
+    """An executors Mount of a protected path's mount or pin (runner.policy.protect.ProtectedMount).
+    The source is a workspace path: its contents are the sandbox's own, not scanned for sockets."""
+    from executors.docker.config import Mount
+
+    return Mount(source=p.host, target=p.container, read_only=p.read_only, scan=False)
+
+
 def _with_identity(mount, ws):
     """A mount whose source is the workspace or in it, with the identity it has now, reached from
     the workspace with no link followed (the executor refuses a container where the engine
@@ -267,6 +554,25 @@ def _with_identity(mount, ws):
     except OSError as e:
         raise UnsafePath(f"mount source {rel or '.'} of the workspace: {e.strerror or e}; the controller does not "
                          "follow links in the workspace") from None
+
+
+def engine_on_this_machine(engine: str, info: dict | None = None) -> bool | None:
+    """Whether the engine at `engine` (DOCKER_HOST's value, "" for the default) runs its
+    containers on this very machine (runner/controller/channel.py), from its `docker info`: `info`,
+    or asked over a unix socket with the standard library (no docker-py on a sandbox's path),
+    once per engine address and process. None when it cannot say. Raises nothing."""
+    from executors.docker.runtimes import on_this_machine
+
+    if info is None:
+        try:
+            from executors.docker.runtimes import engine_info
+            from executors.docker.wire import Engine, socket_path
+
+            wire = Engine(socket_path(engine or None), engine or None)
+            info = engine_info(engine, lambda: wire.json("GET", "/info"))
+        except Exception:
+            return None
+    return on_this_machine(info)
 
 
 # -- runner gc: what dead processes left on the engine ------------------------------------
@@ -327,3 +633,6 @@ def managed(client) -> list[dict]:
     from executors.docker import labels as L
 
     return client.api.containers(all=True, filters={"label": f"{L.MANAGED}=true"})
+
+
+CONFIG = DockerBackend  # this module's backend (runner/backends/__init__.py lists the package)

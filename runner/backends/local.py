@@ -30,3 +30,6 @@ class LocalPlacement(Placement):
         hello = {**hello, "workspace": ws, "protected": [self.in_sandbox(p) for p in protected], "roots": self.roots()}
         return Sandbox(LocalExecutor(self.setting.workspace, env={"PYTHONDONTWRITEBYTECODE": "1"}), hello,
                        python=sys.executable, cwd=ws)
+
+
+CONFIG = LocalBackend  # this module's backend (runner/backends/__init__.py lists the package)

@@ -43,6 +43,20 @@ class SwarmBackend(DockerBackend):
             client.close()
 
 
+    @staticmethod
+    def nodes(host: str | None) -> list[dict]:
+        """The swarm's nodes as `runner nodes` shows them (executors.swarm.nodes), asked of the
+        manager at `host`. Raises EngineUnavailable when it does not answer or is no manager."""
+        from executors.docker.engine import connect
+        from executors.errors import EngineUnavailable
+        from executors.swarm import nodes
+
+        client = connect(host)
+        if not (client.info().get("Swarm") or {}).get("ControlAvailable"):
+            raise EngineUnavailable(f"the engine at {host or 'the local socket'} is no swarm manager: point -H at one")
+        return nodes(client)
+
+
 class SwarmPlacement(DockerPlacement):
     config: SwarmBackend
 
@@ -86,3 +100,6 @@ class SwarmPlacement(DockerPlacement):
             **{**dict(cfg), "lifecycle": "per-session"}, placement=self.setting.policy.sandbox.placement,
             manager=c.manager, engines=c.engines, tls=c.tls, known_hosts=c.known_hosts, ssh_key=c.ssh_key,
             place_timeout=c.place_timeout))
+
+
+CONFIG = SwarmBackend  # this module's backend (runner/backends/__init__.py lists the package)

@@ -85,10 +85,11 @@ def _guarded(fn, *args, **kw):
         loader = sys.modules.get("runner.policy.loader")  # loaded only by commands that read policies
         if loader is not None and isinstance(e, loader.PolicyError):
             raise fail(str(e), 2) from None
-        import docker.errors
+        from ..backends.docker import DockerBackend
 
-        if isinstance(e, docker.errors.APIError):
-            raise fail(f"the Docker engine refused: {e.explanation or e}") from None
+        refused = DockerBackend.refusal(e)
+        if refused is not None:
+            raise fail(refused) from None
         raise fail(f"{type(e).__name__}: {e}") from None
 
 
@@ -341,8 +342,7 @@ def host_shell(a):
          arg("--host", "-H", help=HOST_HELP), group="images")
 def images_build(a):
     """Build the images that are missing or whose recipe changed; do nothing otherwise."""
-    from executors.docker.engine import connect
-
+    from ..backends.docker import DockerBackend
     from . import images
 
     def go():
@@ -352,7 +352,7 @@ def images_build(a):
             from ..errors import UsageError
 
             raise UsageError(e.args[0]) from None
-        return images.build(connect(a.host), a.name, force=a.force)
+        return images.build(DockerBackend.client(a.host), a.name, force=a.force)
 
     guarded(go)
 
@@ -360,11 +360,10 @@ def images_build(a):
 @command("list", arg("--host", "-H", help=HOST_HELP), group="images")
 def images_list(a):
     """Show runner's images and whether they are built and current."""
-    from executors.docker.engine import connect
-
+    from ..backends.docker import DockerBackend
     from . import images
 
-    rows = guarded(lambda: images.listing(connect(a.host)))
+    rows = guarded(lambda: images.listing(DockerBackend.client(a.host)))
     out(f"{'IMAGE':28} {'STATE':8} {'ID':14} {'SIZE':>7}  DESCRIPTION")
     for r in rows:
         size = f"{r['size_mb']}MB" if r["size_mb"] else "-"
@@ -397,17 +396,9 @@ def nodes(a):
     """List the swarm's nodes (executor swarm): state, free capacity and live sandboxes."""
     import json
 
-    from executors.docker.engine import connect
-    from executors.errors import EngineUnavailable
-    from executors.swarm import nodes as swarm_nodes
+    from ..backends.swarm import SwarmBackend
 
-    def listing():
-        client = connect(a.host)
-        if not (client.info().get("Swarm") or {}).get("ControlAvailable"):
-            raise EngineUnavailable(f"the engine at {a.host or 'the local socket'} is no swarm manager: point -H at one")
-        return swarm_nodes(client)
-
-    rows = guarded(listing)
+    rows = guarded(SwarmBackend.nodes, a.host)
     if a.as_json:
         out(json.dumps(rows))
         return 0

@@ -277,21 +277,18 @@ def _published(engine, cfg, o: ExecOptions):
 
 def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:
     """An engine reached over tcp:// or ssh://: the Docker SDK's DockerExecutor."""
-    from executors.docker import DockerExecutor
     from executors.models import ExecRequest
+
+    from ..backends.docker import DockerBackend
 
     if o.tty or (o.publish and o.network == "none"):
         raise UsageError("-t/--tty and -p without --network bridge: only with a local engine (unix socket), "
                          "not over tcp:// or ssh://")
     cfg = build_config(o)
-    ex = DockerExecutor(cfg, base_url=o.host)
-    ex.start()  # checks engine and image; per-call creates nothing yet
-    req = ExecRequest(argv=o.cmd, timeout=o.timeout)
     gate = StartGate(_shown(o))
-    try:  # SIGINT, SIGTERM, SIGHUP raise here (runner/cli/interrupts.py, installed by the CLI)
-        res = ex.exec(req, stdin=_stdin(), on_output=gate.output)
-    finally:
-        ex.stop()
+    # SIGINT, SIGTERM, SIGHUP raise in there (runner/cli/interrupts.py, installed by the CLI)
+    res = DockerBackend.one_shot(cfg, lambda: ExecRequest(argv=o.cmd, timeout=o.timeout), base_url=o.host,
+                                 stdin=_stdin(), on_output=gate.output)
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
 
 

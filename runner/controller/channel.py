@@ -115,18 +115,11 @@ def usable(engine: str, runtime: str | None, info=None) -> bool:
     with _engines_lock:
         known = _engines.get(engine)
     if known is None:
-        if info is None:
-            try:  # over wire.py: a unix socket, and no docker-py on a sandbox's path
-                from executors.docker.runtimes import engine_info
-                from executors.docker.wire import Engine, socket_path
+        from ..backends.docker import engine_on_this_machine
 
-                wire = Engine(socket_path(engine or None), engine or None)
-                info = engine_info(engine, lambda: wire.json("GET", "/info"))
-            except Exception:
-                return False
-        from executors.docker.runtimes import on_this_machine
-
-        known = on_this_machine(info)
+        known = engine_on_this_machine(engine, info)
+        if known is None:  # the engine could not say (asked again next time)
+            return False
         with _engines_lock:
             _engines[engine] = known
     return known

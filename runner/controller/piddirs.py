@@ -10,7 +10,7 @@ import os
 import stat
 import tempfile
 
-from executors.docker.labels import process_start_time
+from executors.posix import process_start_time
 
 from ..untrusted.wspath import remove_tree
 

@@ -252,14 +252,6 @@ class MountSpec(Strict):
         except FileNotFoundError:
             return Path(workspace) / rel  # the engine says it is missing
 
-    def to_mount(self, workspace: str | os.PathLike):
-        """An executors Mount (docker backend); the docker package is imported only now. A source in
-        the workspace is not scanned for sockets: its contents are the sandbox's own."""
-        from executors.docker.config import Mount
-
-        return Mount(source=str(self.host_path(workspace)), target=self.target, read_only=self.mode == "ro",
-                     scan=self.workspace_rel(workspace) is None)
-
 
 def _allow_entry(v: Any) -> str:
     """One network.allow entry in its canonical spelling: the grammar the agent and the egress

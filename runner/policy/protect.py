@@ -103,13 +103,6 @@ class ProtectedMount:
     container: str  # where it goes in the sandbox
     read_only: bool = True  # False: a pin (the directory bound onto itself, so it cannot move)
 
-    def to_mount(self):
-        """An executors Mount (imports the docker backend's config module only now). The source
-        is a workspace path: its contents are the sandbox's own, not scanned for sockets."""
-        from executors.docker.config import Mount
-
-        return Mount(source=self.host, target=self.container, read_only=self.read_only, scan=False)
-
 
 @dataclass(frozen=True)
 class MountPlan:

@@ -70,7 +70,7 @@ def _config(config: SandboxEnvironmentConfigType | None) -> RunnerSandboxConfig:
 
 
 def _sandbox_config(cfg: RunnerSandboxConfig, workspace: Path, task_name: str):
-    from executors.docker import Mount, SandboxConfig
+    from ..backends.docker import DockerBackend
 
     fields: dict[str, Any] = {}
     if cfg.policy:
@@ -82,8 +82,9 @@ def _sandbox_config(cfg: RunnerSandboxConfig, workspace: Path, task_name: str):
         fields["image"] = cfg.image
     if cfg.root:  # the engine gives an exec as root capabilities only when the container's user is root
         fields.update(read_only_root=False, cap_add=list(ROOT_CAPS), user="0:0")
-    return SandboxConfig(**fields, mounts=[Mount(source=str(workspace), target=WORKDIR)], workdir=WORKDIR,
-                         lifecycle="per-session", labels={"runner.role": "inspect", "runner.inspect.task": task_name[:63]})
+    labels = {"runner.role": "inspect", "runner.inspect.task": task_name[:63]}
+    return DockerBackend.container_config([(str(workspace), WORKDIR)], **fields, workdir=WORKDIR,
+                                          lifecycle="per-session", labels=labels)
 
 
 def _remove(home: Path) -> None:
@@ -126,13 +127,13 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
     async def task_init(cls, task_name: str, config: SandboxEnvironmentConfigType | None) -> None:
         import anyio
 
-        from executors.docker.engine import connect, require_image
+        from ..backends.docker import DockerBackend
 
         cfg = _config(config)
 
         def check() -> None:  # fail the task at once, with runner's message, when the image is missing
             sc = _sandbox_config(cfg, Path(tempfile.gettempdir()), task_name)
-            require_image(connect(), sc.image)
+            DockerBackend.require_image(sc.image)
 
         await anyio.to_thread.run_sync(check)
 
@@ -141,7 +142,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
                           metadata: dict[str, str]) -> dict[str, SandboxEnvironment]:
         import anyio
 
-        from executors.docker import DockerExecutor
+        from ..backends.docker import DockerBackend
 
         cfg = _config(config)
         # The sandbox user (1000) writes the workspace, so it is open to all; its parent is
@@ -150,7 +151,7 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         workspace = home / "workspace"
         workspace.mkdir()
         workspace.chmod(0o777)
-        executor = DockerExecutor(_sandbox_config(cfg, workspace, task_name))
+        executor = DockerBackend.make_executor(_sandbox_config(cfg, workspace, task_name))
         try:
             await anyio.to_thread.run_sync(executor.start)
         except BaseException:
@@ -184,16 +185,14 @@ class RunnerSandboxEnvironment(SandboxEnvironment):
         """`inspect sandbox cleanup runner`: runner's own reaper (`runner gc`) does this job."""
         import anyio
 
-        from executors.docker.engine import connect
-        from executors.docker.labels import orphan_reason
+        from ..backends.docker import DockerBackend
 
         def sweep() -> None:
-            client = connect()
-            for c in client.api.containers(all=True, filters={"label": ["runner.managed=true", "runner.role=inspect"]}):
-                if id is None and orphan_reason(c["Labels"]) is None:
+            for c in DockerBackend.sandboxes({"runner.role": "inspect"}):
+                if id is None and DockerBackend.orphan_reason(c["Labels"]) is None:
                     continue
                 if id is None or c["Id"].startswith(id):
-                    client.api.remove_container(c["Id"], force=True)
+                    DockerBackend.remove_sandbox(c["Id"])
 
         await anyio.to_thread.run_sync(sweep)
 

@@ -107,3 +107,15 @@ def test_gc_goes_through_every_backend_that_collects_garbage(monkeypatch):
     assert answers.count([("x1", "left", "its owner is gone")]) == 1 and answers.count("no engine") == 2 and _Leftovers.asked == [("unix:///nonexistent/runner-gc-test.sock", True)]
     assert {n for n in backends.names() if backends.config_class(n).collects_garbage()} == {"docker", "swarm",
                                                                                            "leftovers"}
+
+
+def test_an_engine_refusal_is_one_line_and_other_errors_are_not_taken_for_one():
+    """The command line's error handler asks the docker backend whether an error is the engine's
+    refusal (the SDK's APIError), without importing the SDK itself."""
+    import docker.errors
+
+    from runner.backends.docker import DockerBackend
+
+    refused = docker.errors.APIError("500 Server Error", explanation="conflict: name in use")
+    assert DockerBackend.refusal(refused) == "the Docker engine refused: conflict: name in use"
+    assert DockerBackend.refusal(ValueError("no")) is None

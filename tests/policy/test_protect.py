@@ -89,7 +89,9 @@ def test_links_are_refused_never_followed(ws, tmp_path):
 
 
 def test_to_mount_is_read_only_and_not_scanned(ws):
-    m = mount_plan(ws, "/workspace", ["secrets"]).mounts[0].to_mount()
+    from runner.backends.docker import protected_mount
+
+    m = protected_mount(mount_plan(ws, "/workspace", ["secrets"]).mounts[0])
     assert m.read_only and m.target == "/workspace/secrets" and m.source == str(ws / "secrets") and not m.scan
 
 

@@ -184,3 +184,40 @@ def test_an_operators_mount_is_looked_through_once_per_session(tmp_path, monkeyp
         sock.bind(str(data / "s.sock"))
         with pytest.raises(InvalidConfig, match="socket"):
             DockerBackend().placement(Setting(ws, pol, "s2")).sandbox_config([], [])
+
+
+def test_the_registry_is_the_package_listing_and_each_module_names_its_config():
+    """One registry: every module of runner/backends but base and conformance is a backend, whose
+    CONFIG's `type` is its module's name; the executors library holds no table of its own (its
+    get_executor finds `executors.NAME`'s EXECUTOR)."""
+    import executors
+
+    assert backends.names() == ("docker", "local", "ssh", "swarm")
+    for name in backends.names():
+        assert backends.config_class(name).model_fields["type"].default == name
+    assert not hasattr(executors, "BACKENDS")
+    assert executors.shipped() == ("docker", "local", "ssh", "swarm")
+    assert type(executors.get_executor("local", workdir="/tmp")).__name__ == "LocalExecutor"
+    with pytest.raises(executors.InvalidConfig, match="unknown executor 'base': choose one of docker, local, ssh"):
+        executors.get_executor("base")
+
+
+def test_a_backend_module_dropped_in_the_package_is_registered_with_nothing_else_touched(monkeypatch):
+    """Adding a backend is its module (and its executor's, and tests): no registry line to add."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    path = Path(backends.__file__).with_name("probefortest.py")
+    path.write_text('from typing import Literal\nfrom .base import BackendConfig\n\n\n'
+                    'class ProbeBackend(BackendConfig):\n    type: Literal["probefortest"] = "probefortest"\n\n\n'
+                    'CONFIG = ProbeBackend\n')
+    try:
+        monkeypatch.setattr(backends, "BACKENDS", backends._listed())
+        assert "probefortest" in backends.names()
+        assert backends.parse({"type": "probefortest"}).type == "probefortest"
+        assert Policy.model_validate({"sandbox": {"executor": "probefortest"}}).sandbox.executor == "probefortest"
+    finally:
+        path.unlink()
+        sys.modules.pop("runner.backends.probefortest", None)
+        importlib.invalidate_caches()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from executors.docker.labels import process_start_time
+from executors.posix import process_start_time
 from runner.controller import piddirs
 
 

@@ -433,7 +433,7 @@ def test_the_fifos_of_an_ended_agent_are_swept_and_no_other_file(tmp_path):
     so it does an empty file of such a name (a spare given up as it opened its FIFOs makes one,
     `<>`), and one of this agent's own as its zygote closes. The FIFOs of a live agent, a file
     that holds something, and a link to a FIFO stay."""
-    from executors.docker.labels import process_start_time
+    from executors.posix import process_start_time
     from runner.agent import zygote
 
     import subprocess

@@ -481,10 +481,10 @@ async def _disconnected(request: Request) -> None:
 def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str, left: threading.Event) -> dict:
     """The exec, to its end or until `left` is set (the client went away: its command is killed,
     whether it started before or after that)."""
-    from executors.docker import DockerExecutor
     from executors.errors import ExecCancelled
     from executors.models import ExecRequest
 
+    from ...backends.docker import DockerBackend
     from ...errors import UsageError
     from ...cli.exec_cmd import ExecOptions, build_config
     from ...policy import load
@@ -518,14 +518,10 @@ def _exec(state: State, grant: T.Grant, image: str, body: ExecIn, run: str, left
         raise _stopped()
     release = state.gate.session(grant, "exec")  # a running exec counts against the tenant's maximum of sessions
     try:
-        ex = DockerExecutor(cfg)
-        ex.start()
         try:
-            res = ex.exec(req, on_output=on_output, cancel=left)
+            res = DockerBackend.one_shot(cfg, req, on_output=on_output, cancel=left)
         except ExecCancelled:
             raise Problem(499, "the client went away; its command was stopped") from None
-        finally:
-            ex.stop()
     finally:
         release()
     if state.stopping and (res.exit_code < 0 or res.exit_code >= 128):  # killed: its container was

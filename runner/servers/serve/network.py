@@ -24,32 +24,22 @@ class TenantNetworks:
         with self._lock:
             if tenant in self.made:
                 return name
-            from executors.docker.engine import connect
-            from executors.docker import labels as L
+            from ...backends.docker import DockerBackend
 
-            client = connect()
-            # The engine's name filter matches substrings ("runner-tenant-X" finds "runner-tenant-X-eu"):
-            # only a network of exactly this name is this tenant's.
-            if not any(n.get("Name") == name for n in client.api.networks(names=[name])):
-                labels = L.make_labels(f"tenant-{tenant}", 10 * 365 * 86400, role="tenant-network",
-                                       extra={"runner.tenant": tenant})
-                client.api.create_network(name, driver="bridge", internal=False, labels=labels)
+            DockerBackend.tenant_network(tenant, name)
             self.made[tenant] = name
             return name
 
     def close(self) -> None:
-        from executors.docker.engine import connect
-
         with self._lock:
             names, self.made = list(self.made.values()), {}
         if not names:
             return
+        from ...backends.docker import DockerBackend
+
         try:
-            client = connect()
-            for name in names:
-                try:
-                    client.api.remove_network(name)
-                except Exception as e:  # in use by another instance's proxy: it removes it later
-                    sys.stderr.write(f"runner serve: kept network {name}: {e}\n")
+            kept = DockerBackend.remove_networks(names)
         except Exception:
-            pass
+            return
+        for name, why in kept:  # in use by another instance's proxy: it removes it later
+            sys.stderr.write(f"runner serve: kept network {name}: {why}\n")

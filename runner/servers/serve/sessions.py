@@ -65,7 +65,7 @@ class Live:
 
 
 def instance_id() -> str:
-    from executors.docker.labels import process_start_time
+    from executors.posix import process_start_time
 
     return f"{socket.gethostname()}:{os.getpid()}:{process_start_time(os.getpid()) or ''}"
 
@@ -287,8 +287,9 @@ class Sessions:
         """After a restart: remove the containers of this database's sessions whose owner process
         is gone (their agents' channels died with it), and the workspaces of closed sessions.
         Open sessions stay open: the next call gets a fresh sandbox on the same workspace."""
-        from executors.docker.labels import orphan_reason
+        from ...backends.docker import DockerBackend
 
+        orphan_reason = DockerBackend.orphan_reason
         with self.db.session() as s:
             rows = {r.id: (r.tenant, r.state) for r in s.scalars(select(D.SessionRow))}
         removed = []
@@ -368,25 +369,22 @@ def own_workspace(ws: Path) -> None:
         os.chown(ws, SANDBOX_UID, SANDBOX_UID)
 
 
-# -- containers by label ----------------------------------------------------------------------
-def _client():
-    from executors.docker.engine import connect
-
-    return connect()
-
-
+# -- containers by label (the docker backend's: runner/backends/docker.py) ----------------------
 def containers(labels: dict[str, str | None]) -> list[dict]:
-    filt = ["runner.managed=true"] + [k if v is None else f"{k}={v}" for k, v in labels.items()]
+    from ...backends.docker import DockerBackend
+
     try:
-        return _client().api.containers(all=True, filters={"label": filt})
+        return DockerBackend.sandboxes(labels)
     except Exception as e:
         sys.stderr.write(f"runner serve: could not list containers: {e}\n")
         return []
 
 
 def remove_container(cid: str) -> bool:
+    from ...backends.docker import DockerBackend
+
     try:
-        _client().api.remove_container(cid, force=True)
+        DockerBackend.remove_sandbox(cid)
         return True
     except Exception as e:
         if "No such container" not in str(e) and "is already in progress" not in str(e):
@@ -403,9 +401,9 @@ def remove_networks(sids: set[str]) -> None:
     process is gone, as `runner gc` does, and nothing of any other session."""
     if not sids:
         return
-    try:
-        from executors.docker.egress import reap_orphans
+    from ...backends.docker import DockerBackend
 
-        reap_orphans(_client(), only=sids)
+    try:
+        DockerBackend.reap_egress(sids)
     except Exception as e:
         sys.stderr.write(f"runner serve: could not reap the egress of a previous run: {e}\n")
