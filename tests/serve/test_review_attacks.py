@@ -6,15 +6,16 @@ import socket
 
 import pytest
 
-from .conftest import add_tenant
+from .conftest import POLICY, add_tenant
+from .test_flood import start
 
-pytestmark = pytest.mark.usefixtures("no_leaks")
 
 # made by the sandbox in its workspace: a UNIX socket, a FIFO, a directory no one may enter
 SHAPES = ("python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('sock')\"; mkfifo fifo; "
           "mkdir -p shut/in && echo x > shut/in/f && chmod 000 shut; ls -la")
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_a_socket_fifo_or_shut_directory_in_the_workspace_is_a_clear_refusal_on_the_file_routes(
         start_server, data, policy_file):
     """GET of a UNIX socket the sandbox bound in its workspace answered 500 (open gave ENXIO,
@@ -36,3 +37,61 @@ def test_a_socket_fifo_or_shut_directory_in_the_workspace_is_a_clear_refusal_on_
             assert r.status_code in (200, 204, 403), (method, r.status_code, r.text)
         assert c.get(f"/v1/sessions/{sid}").status_code == 200
         assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+
+
+def _exchange(url: str, request: bytes) -> bytes:
+    """Everything the server answers `request` on one connection, until it closes or goes quiet."""
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(request)
+        got = b""
+        try:
+            while chunk := s.recv(65536):
+                got += chunk
+        except TimeoutError:
+            got += b"<still open>"
+        return got
+
+
+@pytest.mark.parametrize("server_kind", ["serve", "mcp"])
+def test_a_body_framed_two_ways_is_refused_and_the_connection_closed(tmp_path, server_kind):
+    """Content-Length and Transfer-Encoding together: h11 frames the body by the chunks, anything
+    reading Content-Length (the body limit, a proxy in front) by the length. Both servers took it
+    (201, and a request hidden in the 'body' answered on the same connection: a smuggled request
+    for any front end that frames by length). Now 400 and the connection closed, nothing after it
+    read; each header alone still works."""
+    data = tmp_path / "data"
+    data.mkdir()
+    policy = tmp_path / "tiny.yaml"
+    policy.write_text(POLICY)
+    key = add_tenant("acme", data, policy).encode()
+    if server_kind == "serve":
+        server = start(data, nofile=4096)
+        path, auth = b"/v1/sessions", b"Authorization: Bearer " + key + b"\r\n"
+    else:
+        import subprocess
+        import sys
+        import threading
+
+        from .conftest import Server
+        proc = subprocess.Popen([sys.executable, "-m", "runner", "mcp", "--http", "--port", "0", "--policy", str(policy)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        while "serving MCP on http://" not in (line := proc.stderr.readline().decode()):
+            assert line, "runner mcp --http did not start"
+        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+        server = Server(proc, line.split("serving MCP on ")[1].split()[0].rsplit("/mcp", 1)[0])
+        path, auth = b"/mcp", b""
+    host = server.url.split("//")[1].encode()  # the SDK's Host check wants the address it serves on
+    hidden = b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\n" + auth + b"\r\n"
+    try:
+        both = (b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\n" + auth
+                + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" % (5 + len(hidden)) + hidden)
+        got = _exchange(server.url, both)
+        assert got.startswith(b"HTTP/1.1 400"), got[:300]
+        assert got.count(b"HTTP/1.1 ") == 1 and not got.endswith(b"<still open>"), got
+        # the same request framed one way is answered as usual
+        one = _exchange(server.url, b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\n" + auth
+                        + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+        assert not one.startswith(b"HTTP/1.1 400"), one[:300]
+    finally:
+        server.stop()
