@@ -119,6 +119,16 @@ def protocol(limits: ConnLimits):
     return Guarded
 
 
+def fit(most: int, besides: int) -> tuple[int, int | None]:
+    """Connections at once the open-files limit allows, after raising it toward `most` plus twice
+    `besides` (what the server opens besides its connections): (that number, the limit when it
+    held the number under `most`, else None)."""
+    have = raise_descriptor_limit(most + 2 * besides)
+    if have < most + besides:
+        return max(16, have - besides), have
+    return most, None
+
+
 def raise_descriptor_limit(want: int) -> int:
     """The process's soft limit of open files raised toward `want` (up to the hard limit); returns it."""
     import resource

@@ -2,12 +2,17 @@
 loopback port with real clients. Each test here failed before its fix."""
 from __future__ import annotations
 
+import resource
 import socket
+import subprocess
+import sys
+import threading
 
+import httpx
 import pytest
 
-from .conftest import POLICY, add_tenant
-from .test_flood import start
+from .conftest import POLICY, Server, add_tenant
+from .test_flood import HALF_OPEN, half_open, start
 
 
 # made by the sandbox in its workspace: a UNIX socket, a FIFO, a directory no one may enter
@@ -37,6 +42,19 @@ def test_a_socket_fifo_or_shut_directory_in_the_workspace_is_a_clear_refusal_on_
             assert r.status_code in (200, 204, 403), (method, r.status_code, r.text)
         assert c.get(f"/v1/sessions/{sid}").status_code == 200
         assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+
+
+def start_mcp_http(policy, nofile: int = 4096) -> Server:
+    """`runner mcp --http` on a loopback port under an open-files limit; .url is its root."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    proc = subprocess.Popen([sys.executable, "-m", "runner", "mcp", "--http", "--port", "0", "--policy", str(policy)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=limit)
+    while "serving MCP on http://" not in (line := proc.stderr.readline().decode()):
+        assert line, "runner mcp --http did not start"
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return Server(proc, line.split("serving MCP on ")[1].split()[0].rsplit("/mcp", 1)[0])
 
 
 def _exchange(url: str, request: bytes) -> bytes:
@@ -69,17 +87,7 @@ def test_a_body_framed_two_ways_is_refused_and_the_connection_closed(tmp_path, s
         server = start(data, nofile=4096)
         path, auth = b"/v1/sessions", b"Authorization: Bearer " + key + b"\r\n"
     else:
-        import subprocess
-        import sys
-        import threading
-
-        from .conftest import Server
-        proc = subprocess.Popen([sys.executable, "-m", "runner", "mcp", "--http", "--port", "0", "--policy", str(policy)],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        while "serving MCP on http://" not in (line := proc.stderr.readline().decode()):
-            assert line, "runner mcp --http did not start"
-        threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-        server = Server(proc, line.split("serving MCP on ")[1].split()[0].rsplit("/mcp", 1)[0])
+        server = start_mcp_http(policy)
         path, auth = b"/mcp", b""
     host = server.url.split("//")[1].encode()  # the SDK's Host check wants the address it serves on
     hidden = b"GET " + path + b" HTTP/1.1\r\nHost: " + host + b"\r\n" + auth + b"\r\n"
@@ -94,4 +102,34 @@ def test_a_body_framed_two_ways_is_refused_and_the_connection_closed(tmp_path, s
                         + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
         assert not one.startswith(b"HTTP/1.1 400"), one[:300]
     finally:
+        server.stop()
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "review", "version": "1"}}}
+
+
+def test_runner_mcp_http_answers_while_1100_half_open_connections_are_held(tmp_path):
+    """`runner mcp --http` (no key guards it) ran uvicorn unbounded: 1100 connections whose head
+    never ends, under the 1024-descriptor limit many hosts give, and 0 of 3 initializes answered
+    (timeouts). It has runner serve's connection bounds now."""
+    policy = tmp_path / "tiny.yaml"
+    policy.write_text(POLICY)
+    server = start_mcp_http(policy, nofile=1024)
+    socks = []
+    try:
+        socks = half_open(server.url, HALF_OPEN)
+        answers = []
+        for _ in range(3):
+            try:
+                r = httpx.post(server.url + "/mcp", json=INITIALIZE, timeout=20,
+                               headers={"Accept": "application/json, text/event-stream"})
+                answers.append(r.status_code)
+            except httpx.HTTPError as e:
+                answers.append(type(e).__name__)
+        print(f"\nheld {len(socks)} half-open; answers {answers}")
+        assert answers == [200] * 3, answers
+    finally:
+        for s in socks:
+            s.close()
         server.stop()
