@@ -133,3 +133,26 @@ def test_runner_mcp_http_answers_while_1100_half_open_connections_are_held(tmp_p
         for s in socks:
             s.close()
         server.stop()
+
+
+def _initialize(c: httpx.Client) -> httpx.Response:
+    return c.post("/mcp", json=INITIALIZE, headers={"Accept": "application/json, text/event-stream"})
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_mcp_session_creations_and_deletions_count_against_the_tenants_session_ops(start_server, data, policy_file):
+    """--max-session-ops-per-minute held on /v1 only: MCP sessions (each a workspace and a sandbox
+    made and removed) were opened and ended without bound (4 initializes and 2 DELETEs under a
+    cap of 3, all taken). /mcp and /v1 now count into the one place."""
+    key = add_tenant("churn", data, policy_file)
+    server = start_server("--data", str(data), "--max-session-ops-per-minute", "3")
+    with server.client(key) as c:
+        a, b = _initialize(c), _initialize(c)
+        assert a.status_code == b.status_code == 200, (a.text, b.text)
+        ids = [r.headers["mcp-session-id"] for r in (a, b)]
+        assert c.delete("/mcp", headers={"Mcp-Session-Id": ids[0], "Mcp-Protocol-Version": "2025-06-18"}).status_code == 200
+        over = _initialize(c)
+        assert over.status_code == 429 and 0 < int(over.headers["retry-after"]) <= 60, over.text
+        gone = c.delete("/mcp", headers={"Mcp-Session-Id": ids[1], "Mcp-Protocol-Version": "2025-06-18"})
+        assert gone.status_code == 429, gone.text
+        assert c.post("/v1/sessions", json={}).status_code == 429  # one count for both routes
