@@ -48,16 +48,28 @@ def duplicated(scope) -> str | None:
     return None
 
 
+def framed_twice(scope) -> bool:
+    """Whether the request says where its body ends two ways: Content-Length and Transfer-Encoding.
+    h11 frames it by the chunks, the body limit (and any front end that frames by length) by the
+    length: what one takes for the body, the other takes for the next request (smuggling)."""
+    names = {k.lower() for k, _ in scope.get("headers") or []}
+    return b"content-length" in names and b"transfer-encoding" in names
+
+
 def refuse_duplicates(app):
-    """`app` behind a 400 for a request that carries a GUARDED header more than once."""
+    """`app` behind a 400 for a request that carries a GUARDED header more than once, or frames its
+    body two ways (that one's connection closed too: where its body ends is not known)."""
 
     async def guarded(scope, receive, send):
         if scope["type"] == "http":
+            from starlette.responses import JSONResponse
+
             name = duplicated(scope)
             if name is not None:
-                from starlette.responses import JSONResponse
-
                 return await JSONResponse({"detail": f"the {name} header appears more than once: send it once"},
                                           status_code=400)(scope, receive, send)
+            if framed_twice(scope):
+                return await JSONResponse({"detail": "Content-Length and Transfer-Encoding together: send one"},
+                                          status_code=400, headers={"Connection": "close"})(scope, receive, send)
         return await app(scope, receive, send)
     return guarded

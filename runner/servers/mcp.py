@@ -465,6 +465,9 @@ async def _announce(userver, path: str) -> None:
             return
 
 
+HTTP_MAX_CONNECTIONS = 1024  # --http: connections at once (runner/servers/serve/conns.py's bounds)
+
+
 async def _serve_http(opts: Options, host: str, port: int) -> None:
     import uvicorn
 
@@ -477,8 +480,18 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
             return await app(scope, receive, send)
         return await registry.handle(app, scope, receive, send)
 
+    # the same bounds on connections as runner serve's (runner/servers/serve/conns.py): no key guards this
+    # server, so a flood of heads that never end held every descriptor and answered no client
+    from .serve.conns import ConnLimits, fit, protocol
+
+    most, have = fit(HTTP_MAX_CONNECTIONS, 64 + 4 * opts.max_sessions)
+    if have is not None:
+        sys.stderr.write(f"runner mcp: the limit of open files is {have}: at most {most} connections at once "
+                         "(raise `ulimit -n` for more)\n")
+    limits = ConnLimits(most)
     config = uvicorn.Config(refuse_duplicates(sessions), host=host, port=port, log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=5)
+                            lifespan="on", timeout_graceful_shutdown=5, http=protocol(limits),
+                            timeout_keep_alive=limits.keep_alive_timeout)
     userver = uvicorn.Server(config)
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown, then raises the signal again
     # under the handlers it found: let those be no-ops, so the sandboxes are removed below.

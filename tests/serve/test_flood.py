@@ -121,3 +121,67 @@ def test_descriptor_bound_is_told_when_the_limit_is_low(tmp_path):
         assert any("at most 768 connections" in line for line in server.stderr), server.stderr
     finally:
         server.stop()
+
+
+def _connect(url: str) -> socket.socket:
+    host, port = url.split("//")[1].split(":")
+    s = socket.create_connection((host, int(port)), timeout=10)
+    return s
+
+
+def _drained_and_closed(s: socket.socket) -> bool:
+    """Whether the server closed `s`, once what it answered before is read."""
+    s.setblocking(False)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def _tenant_answers(url: str, key: str) -> list:
+    answers = []
+    for _ in range(5):  # a fresh connection each, as a new client makes
+        try:
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=20) as c:
+                answers.append(c.get("/v1/sessions").status_code)
+        except httpx.HTTPError as e:
+            answers.append(type(e).__name__)
+    return answers
+
+
+def test_idle_kept_alive_connections_and_bodies_that_never_end_starve_no_tenant(tmp_path):
+    """Review of issue 43: only a head still coming was evictable. With no key, connections that
+    each ask `GET /nope` and stay kept alive (asking again within the keep-alive timeout), or a
+    tenant's POSTs whose body never ends, held every slot: another tenant got 0 answers of 5 (768
+    of each under a 1024-descriptor limit; here 40 under --max-connections 40)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    policy = tmp_path / "tiny.yaml"
+    policy.write_text(POLICY)
+    key = add_tenant("acme", data, policy)
+    hostile = add_tenant("hostile", data, policy)
+    server = start(data, "--max-connections", "40", nofile=4096)
+    held: list[socket.socket] = []
+    try:
+        for _ in range(25):  # idle between requests, no key
+            s = _connect(server.url)
+            s.sendall(b"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert s.recv(65536).startswith(b"HTTP/1.1 404")
+            held.append(s)
+        for _ in range(25):  # a head in, a body that never ends
+            s = _connect(server.url)
+            s.sendall(b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + hostile.encode()
+                      + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+            held.append(s)
+        answers = _tenant_answers(server.url, key)
+        print(f"\nheld {len(held)}; tenant answers {answers}")
+        assert answers == [200] * 5, answers
+        assert sum(_drained_and_closed(s) for s in held) >= 5  # the oldest waiting made room
+    finally:
+        for s in held:
+            s.close()
+        server.stop()

@@ -435,6 +435,8 @@ def _put(live, path: str, data: bytes) -> None:
             raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
         except (IsADirectoryError, NotADirectoryError) as e:
             raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path}: {e.strerror}", "type": "value_error"}]) from None
+        except OSError as e:  # what the sandbox made of the path, the disk full: an answer, never a 500
+            raise _unusable(path, e) from None
 
 
 FILE_CHUNK = 256 * 1024  # bytes of a download read and sent at a time
@@ -469,6 +471,15 @@ def _open(live, path: str):
                              "type": "value_error"}]) from None
     except F.TooLarge as e:
         raise Problem(413, str(e)) from None
+    except OSError as e:  # whatever else the sandbox made of the path (a directory shut to us, ...): an answer
+        raise _unusable(path, e) from None
+
+
+def _unusable(path: str, e: OSError) -> Problem:
+    """The answer for a workspace path the file routes cannot use for a reason the sandbox chose."""
+    if isinstance(e, PermissionError):
+        return Problem(403, f"{path[:300]}: {e.strerror}")
+    return Problem(422, [{"loc": ["path", "path"], "msg": f"{path[:300]}: {e.strerror or e}", "type": "value_error"}])
 
 
 # -- exec --------------------------------------------------------------------------------------

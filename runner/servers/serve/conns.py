@@ -6,9 +6,12 @@ keep-alive (timeout_keep_alive), but not the time a head takes nor the number of
 client that opens connections and never finishes their headers holds descriptors for ever. This
 is uvicorn's own h11 protocol with that added: a connection whose head is not complete within
 `header_timeout` seconds is closed, and past `max_connections` a new connection closes the oldest
-one still waiting for its head (one that sent a whole request keeps its place; only when none
-waits is the newcomer refused). A tenant's request, sent whole at once, thus gets through a flood
-of half-open connections: they are the oldest waiting, so they go first.
+one waiting for its client: for its head, for the rest of its body, or idle between two requests
+(one whose whole request is in, being answered, keeps its place; only when none waits is the
+newcomer refused). A tenant's request, sent whole at once, thus gets through a flood of half-open,
+slow-body or idle kept-alive connections: they are the oldest waiting, so they go first. (Only
+heads were evictable once: 768 idle kept-alive connections, each asking `GET /nope` every 2 s with
+no key, or a tenant's 768 bodies that never end, held every slot and tenants got 0 answers of 5.)
 """
 from __future__ import annotations
 
@@ -59,9 +62,14 @@ def protocol(limits: ConnLimits):
             self._wait_for_head()
 
         def _wait_for_head(self) -> None:
-            waiting.order[self] = time.monotonic()
+            self._wait_for_client()
             if self._header_timer is None:
                 self._header_timer = self.loop.call_later(limits.header_timeout, self._head_too_slow)
+
+        def _wait_for_client(self) -> None:
+            """Evictable from now: its place is kept while it stays so (a trickle moves it no later)."""
+            if self not in waiting.order:
+                waiting.order[self] = time.monotonic()
 
         def _head_came(self) -> None:
             waiting.order.pop(self, None)
@@ -88,8 +96,10 @@ def protocol(limits: ConnLimits):
             if self.transport.is_closing():
                 self._head_came()
             elif self.conn.their_state is h11.IDLE:  # a head still coming (a new one on a kept-alive connection too)
-                if self not in waiting.order:
-                    self._wait_for_head()
+                self._wait_for_head()
+            elif self.conn.their_state is h11.SEND_BODY:  # a head in, a body still coming: no head timer, evictable
+                self._head_came()
+                self._wait_for_client()
             else:
                 self._head_came()
 
@@ -98,11 +108,25 @@ def protocol(limits: ConnLimits):
             super().connection_lost(exc)
 
         def on_response_complete(self) -> None:
-            self._head_came()  # idle now: uvicorn's keep-alive timeout holds until the next byte comes
+            self._head_came()
             super().on_response_complete()
+            # idle now (uvicorn's keep-alive timeout holds until the next byte comes), or a next
+            # request pipelined behind this one already begun: evictable unless that one is all in
+            if not self.transport.is_closing() and self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                self._wait_for_client()
 
     Guarded.waiting = waiting
     return Guarded
+
+
+def fit(most: int, besides: int) -> tuple[int, int | None]:
+    """Connections at once the open-files limit allows, after raising it toward `most` plus twice
+    `besides` (what the server opens besides its connections): (that number, the limit when it
+    held the number under `most`, else None)."""
+    have = raise_descriptor_limit(most + 2 * besides)
+    if have < most + besides:
+        return max(16, have - besides), have
+    return most, None
 
 
 def raise_descriptor_limit(want: int) -> int:

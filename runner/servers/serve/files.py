@@ -45,10 +45,12 @@ def open_read(workspace: Path, rel: str, max_bytes: int):
     with open_dir(workspace, parent) as d:
         try:
             fd = os.open(name, _READ, dir_fd=d.fd)
-        except OSError:
+        except OSError:  # a link (ELOOP), a UNIX socket (ENXIO), ...: said by what the entry is
             st = _lstat(d.fd, name)
             if st is not None and stat.S_ISLNK(st.st_mode):
                 raise UnsafePath(f"{rel} is a symbolic link: links in the workspace are not followed") from None
+            if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+                raise UnsafePath(f"{rel} is not a regular file") from None
             raise
         f = os.fdopen(fd, "rb")
         try:

@@ -135,12 +135,10 @@ async def _serve(app, state, opts: ServeOptions) -> None:
             begin_shutdown(state)
             super().handle_exit(sig, frame)
 
-    from .conns import ConnLimits, protocol, raise_descriptor_limit
+    from .conns import ConnLimits, fit, protocol
 
-    most = opts.max_connections
-    have = raise_descriptor_limit(most + 2 * DESCRIPTORS_BESIDES)
-    if have < most + DESCRIPTORS_BESIDES:
-        most = max(16, have - DESCRIPTORS_BESIDES)
+    most, have = fit(opts.max_connections, DESCRIPTORS_BESIDES)
+    if have is not None:
         sys.stderr.write(f"runner serve: the limit of open files is {have}: at most {most} connections at once "
                          "(raise `ulimit -n` for more)\n")
     limits = ConnLimits(most, opts.header_timeout, opts.keep_alive_timeout)

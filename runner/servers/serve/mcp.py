@@ -5,7 +5,8 @@ tenant that opened it: another tenant's requests with it get 404, like its sessi
 Every session id is minted by the SDK and the session is its tenant's from that moment; an id
 the server did not mint is 404 too (runner/servers/mcp.py's Registry). A session takes its place
 among the tenant's sessions when it is opened (initialize: 429 past the maximum), called or not,
-and ends with DELETE, its idle timeout, or its tenant's removal. Its calls take the tenant's
+its opening and its DELETE count among the tenant's session operations per minute like /v1's,
+and it ends with DELETE, its idle timeout, or its tenant's removal. Its calls take the tenant's
 places like /v1's (runner/servers/serve/gate.py): calls at once, calls per minute, on the server's threads."""
 from __future__ import annotations
 
@@ -148,13 +149,17 @@ class McpEndpoint:
             return await JSONResponse({"detail": "no valid API key: send Authorization: Bearer KEY"}, status_code=401,
                                       headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
         release = None  # a request outside any session (initialize) takes a place among the tenant's sessions
-        if not header(scope, SESSION_HEADER) and scope.get("method") == "POST":
-            try:
+        sid = header(scope, SESSION_HEADER)
+        try:
+            if not sid and scope.get("method") == "POST":
+                self.state.gate.session_op(grant)  # a session made (and its workspace), like /v1's
                 release = await anyio.to_thread.run_sync(self.state.gate.session, grant, "mcp",
                                                           limiter=self.state.quick)
-            except Over as e:
-                return await JSONResponse({"detail": str(e)}, status_code=429,
-                                          headers={"Retry-After": str(e.retry_after)})(scope, receive, send)
+            elif sid and scope.get("method") == "DELETE" and self.registry.owned(sid, grant.name) is not None:
+                self.state.gate.session_op(grant)  # a session ended (its sandbox and workspace removed)
+        except Over as e:
+            return await JSONResponse({"detail": str(e)}, status_code=429,
+                                      headers={"Retry-After": str(e.retry_after)})(scope, receive, send)
         place = {"release": release}
         scope = {**scope, "runner.tenant": grant, "runner.place": place}
 
