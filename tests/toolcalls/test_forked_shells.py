@@ -253,7 +253,7 @@ def test_a_stopped_zygote_with_a_full_input_holds_no_call(call):
 
 def test_a_stopped_spare_with_a_full_command_fifo_holds_no_call(call):
     # after this call's result the zygote forks the next call's shell: stop it and fill its FIFO
-    hostile(call, "(sleep 0.5; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <\"$s\" 2>/dev/null; "
+    hostile(call, "(sleep 0.5; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <\"$s\"; "
                   f"[ \"$ppid\" = \"$zygote\" ] && kill -STOP $pid && {FILL} /proc/$pid/fd/3; done) >/dev/null 2>&1 &")
     time.sleep(1.5)
     for code in (3, 4):
@@ -288,7 +288,7 @@ def test_a_shells_own_status_line_written_by_another_process_does_not_end_a_call
     command has returned; that line is taken only once no writer is left on the output, and one
     read before is dropped. Here another process writes it, with the running shell's pid, while
     the shell still holds its output: the call goes on to its end and its own exit code."""
-    hostile(call, "(sleep 1; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <\"$s\" 2>/dev/null; "
+    hostile(call, "(sleep 1; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <\"$s\"; "
                   "[ \"$ppid\" = \"$zygote\" ] && printf 's 0 %s\\n' $pid >/proc/$zygote/fd/1; done) >/dev/null 2>&1 &")
     res = run(call, "echo a; sleep 2; echo b; exit 5", timeout=30)
     assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
