@@ -26,10 +26,10 @@ from ..toolcalls.test_forked_shells import FILL
 
 # Every zygote of the agent ($PPID of a shell the agent starts itself: `: $$`), and each of its
 # children (the spares, lent or not).
-ZYGOTES = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; '
+ZYGOTES = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <"$s"; '
            '[ "$ppid" = "$PPID" ] && [ "$pid" != "$BASHPID" ] && grep -q __runner_d "/proc/$pid/cmdline" 2>/dev/null '
            '&& zygotes="$zygotes $pid"; done; [ -n "$zygotes" ] || exit 99; : $$')
-SPARES_OF_Z = 'for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; [ "$ppid" = "$z" ] && '
+SPARES_OF_Z = 'for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <"$s"; [ "$ppid" = "$z" ] && '
 
 
 @pytest.fixture

@@ -224,7 +224,7 @@ def test_a_command_that_removes_the_next_spares_fifos_costs_the_next_call_no_wai
 # Hostile processes of the sandbox against the zygote's pipes and FIFOs (each of these held the
 # agent, lost output or ran a call's command nowhere before its fix). `: $$` runs a command in its
 # own `bash -c`, so the zygote is idle meanwhile; $PPID is the agent in either kind of shell.
-FIND = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ <"$s" 2>/dev/null; '
+FIND = ('for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <"$s"; '
         '[ "$ppid" = "$PPID" ] && [ "$pid" != "$BASHPID" ] && grep -q __runner_d "/proc/$pid/cmdline" 2>/dev/null '
         '&& zygote=$pid; done; '
         '[ -n "$zygote" ] || exit 99; : $$')
@@ -324,6 +324,20 @@ def test_a_ready_line_written_by_another_process_does_not_take_a_call(call):
         run(call, f"kill {job}")
 
 
+def _new_agent_entries(before: set[str], zygote: int) -> set[str]:
+    """The agents' entries in the temporary directory made since `before` by this test's agents:
+    those named for a process that is gone (the killed agent), or for the zygote. Entries named for
+    a live process are another agent's: another test run on this machine (a helper's, a parallel
+    worker's) makes and removes its own while this test runs, and they are not this test's."""
+    made = set(glob.glob(os.path.join(tempfile.gettempdir(), "runner-agent-*"))) - before
+    mine = set()
+    for p in made:
+        pid = os.path.basename(p)[len("runner-agent-"):].split(".", 1)[0]
+        if not pid.isdigit() or int(pid) == zygote or not os.path.exists(f"/proc/{pid}"):
+            mine.add(p)
+    return mine
+
+
 def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
     """The zygote has a session of its own; killed with the agent (PR_SET_PDEATHSIG), it does not
     outlive an agent that had no time for its shutdown (a stopped one stayed for good). The FIFOs
@@ -334,8 +348,7 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
     from runner import Runner
 
     zygote = None
-    leftovers = os.path.join(tempfile.gettempdir(), "runner-agent-*")
-    before = set(glob.glob(leftovers))
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "runner-agent-*")))
     with Runner(executor="local", workspace=tmp_path, pool_size=0) as r:
         sb = r.session.make_sandbox().start()
         try:
@@ -351,14 +364,14 @@ def test_a_killed_agent_leaves_no_zygote_even_a_stopped_one(tmp_path):
                 time.sleep(0.05)
             assert not os.path.exists(f"/proc/{zygote}") or _state(zygote) == "Z", "the zygote outlived its agent"
             assert all(p.startswith(f"{tempfile.gettempdir()}/runner-agent-{agent}.")
-                       for p in set(glob.glob(leftovers)) - before), "left behind, and not the agent's FIFOs"
+                       for p in _new_agent_entries(before, zygote)), "left behind, and not the agent's FIFOs"
             next_sb = r.session.make_sandbox().start()
             try:
                 res = next_sb.call("c2", "bash", {"command": "true"}, timeout=30)
                 assert not res["is_error"], res
             finally:
                 next_sb.close()
-            assert set(glob.glob(leftovers)) <= before, "the agent's FIFOs (or their directory) stayed behind"
+            assert not _new_agent_entries(before, zygote), "the agent's FIFOs (or their directory) stayed behind"
             # nor a spare the zygote forked just before the stop (it waited in open(2) for good:
             # test_a_spare_forked_as_its_agent_dies_does_not_wait_for_it_for_good)
             deadline = time.monotonic() + 10
