@@ -200,3 +200,27 @@ def test_two_processes_rotating_one_log_lose_and_tear_nothing(tmp_path):
     recs = [r for f in log.files() for r in lines(f)]  # json.loads of every line: none torn
     assert sorted(r["call_id"] for r in recs) == sorted(f"{w}{i}" for w in "pq" for i in range(400))
     assert all(f.stat().st_size <= 5000 for f in log.files())
+
+
+def test_a_writer_that_finds_the_log_rotated_by_another_still_keeps_it_under_its_size(tmp_path):
+    """The race the two-process test above lost under load, made in order: writer A's log is
+    rotated by writer B, which then fills the new log almost to max_bytes; A's next line must go
+    to a rotated log too, not past max_bytes in the new one. (Two logs of one process take the
+    same flock as two processes do: a flock belongs to its open file.)"""
+    path = tmp_path / "audit.jsonl"
+    a, b = AuditLog(path, max_bytes=1000, keep=50), AuditLog(path, max_bytes=1000, keep=50)
+    a.record(call_id="a000", tool="t", status="ok")
+    i = 0
+    while not path.with_name("audit.jsonl.1").exists():  # B writes until it rotates A's log away
+        b.record(call_id=f"b{i:04d}", tool="t", status="ok")
+        i += 1
+    line = path.stat().st_size  # the new log holds B's one line
+    while path.stat().st_size + line <= 1000:  # and then until no line of that size fits
+        b.record(call_id=f"b{i:04d}", tool="t", status="ok")
+        i += 1
+    a.record(call_id="a001", tool="t", status="ok")
+    sizes = {f.name: f.stat().st_size for f in a.files()}
+    assert all(s <= 1000 for s in sizes.values()), sizes
+    assert sorted(r["call_id"] for f in a.files() for r in lines(f)) == sorted(["a000", "a001"] + [f"b{n:04d}" for n in range(i)])
+    a.close()
+    b.close()
