@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -354,7 +355,8 @@ def test_the_index_check_is_bounded_by_the_request(repo_env, monkeypatch):
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     (root / "slowbin").mkdir()
-    (root / "slowbin" / "git").write_text("#!/bin/sh\nexec sleep 5\n")
+    # only the index's read stalls: the config's parse (its own 30 s bound) runs the real git
+    (root / "slowbin" / "git").write_text(f'#!/bin/sh\n[ "$1" = ls-files ] && exec sleep 5\nexec {shutil.which("git")} "$@"\n')
     (root / "slowbin" / "git").chmod(0o755)
     monkeypatch.setenv("PATH", f"{root / 'slowbin'}:{env['PATH']}")
     place = Place(str(root / "r"), str(root))
