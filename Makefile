@@ -21,10 +21,12 @@ test: setup
 	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
 # The unit tier alone (tests/unit/: no engine, no sshd, no sandbox), with no engine reachable: a
-# test there that needs one fails instead of passing by luck. No set-up run.
+# test there that needs one fails instead of passing by luck. No set-up run. On two workers:
+# most of its time is spent waiting on the processes it starts (TEST_FAST_WORKERS=0: serial).
+TEST_FAST_WORKERS ?= 2
 test-fast:
 	DOCKER_HOST=unix:///nonexistent/runner-test-fast.sock RUNNER_TEST_NO_DOCKER=1 \
-		$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
+		$(PY) -m pytest tests/unit -q $(if $(filter 0,$(TEST_FAST_WORKERS)),,-n $(TEST_FAST_WORKERS)) $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/run.py $(BENCH_ARGS)
