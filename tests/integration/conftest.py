@@ -3,8 +3,9 @@ folder, whatever fixtures it uses: a `local` variant of a test that also runs on
 an integration test. The folders say what the tests need (local sandboxes, the docker engine,
 a real sshd, the two-node swarm, private engines for faults, the servers, ...).
 
-For `make test`'s parallel run (pytest-xdist, --dist loadgroup), the tests that change state the
-engine shares with other tests run in one xdist group, so on one worker, one at a time:
+For `make test`'s parallel run (pytest-xdist, --dist loadgroup) each file is an xdist group, which
+one worker runs whole, and the tests that change state the engine shares with other tests are one
+group of their own, which one worker runs:
 the swarm (one cluster per run: the manager is the main engine), the faults (private engines,
 dockerd restarts, killed runs and the sweep of what they leave) and `runner gc`."""
 from __future__ import annotations
@@ -40,5 +41,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE in item.path.parents:
             item.add_marker(pytest.mark.integration)
-            if serial(item):
-                item.add_marker(pytest.mark.xdist_group("serial"))
+            # the serial group; else the test's file, whose tests may share a module's fixture
+            # (a dialect's runner) and what its earlier tests left (a file the next one reads)
+            item.add_marker(pytest.mark.xdist_group("serial" if serial(item) else item.path.relative_to(HERE).as_posix()))

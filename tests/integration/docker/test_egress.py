@@ -160,7 +160,6 @@ def egresses(docker_client, no_leaks):
     """Start Egress objects with fresh sessions; after the test, every one must have left
     nothing behind: no container, no runner-* network, no firewall rule of its session."""
     started: list[Egress] = []
-    nets_before = {n.name for n in docker_client.networks.list()}
 
     def make(allow, **kw):
         eg = Egress(docker_client, f"egxt-{uuid.uuid4().hex[:8]}", allow=allow, labels=TEST_LABELS, **kw)
@@ -173,8 +172,10 @@ def egresses(docker_client, no_leaks):
         eg.stop()
     for eg in started:
         assert session_rules(eg.session) == [], f"firewall rules of {eg.session} left behind"
-    left = {n.name for n in docker_client.networks.list()} - nets_before
-    assert not [n for n in left if n.startswith("runner-")], f"networks left behind: {left}"
+    # the networks of the egresses made here: other tests and runs make and remove theirs meanwhile
+    mine = {name for eg in started for name in network_names(eg.session)}
+    left = {n.name for n in docker_client.networks.list()} & mine
+    assert not left, f"networks left behind: {left}"
 
 
 @contextlib.contextmanager
