@@ -43,4 +43,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.integration)
             # the serial group; else the test's file, whose tests may share a module's fixture
             # (a dialect's runner) and what its earlier tests left (a file the next one reads)
-            item.add_marker(pytest.mark.xdist_group("serial" if serial(item) else item.path.relative_to(HERE).as_posix()))
+            group = "serial" if serial(item) else item.path.relative_to(HERE).as_posix()
+            item.add_marker(pytest.mark.xdist_group(group))
+            if config.getvalue("loadgroup") and hasattr(item, "_id") and "@" not in item.nodeid:
+                # pytest 9.2 reads a node's id from _id: xdist 3.8 still writes the group into
+                # _nodeid, which nothing reads any more, so without this no group is kept together
+                from _pytest.nodes import coerce_node_id
+
+                item._id = coerce_node_id(f"{item.nodeid}@{group}")
