@@ -12,14 +12,21 @@ setup:
 demo: setup
 	@bash scripts/demo.sh
 
+# Both tiers, serial. TEST_WORKERS=2 runs them on two workers (pytest-xdist, --dist loadgroup):
+# what changes state the engine shares (the swarm, the faults' private engines and restarts,
+# `runner gc`) is one xdist group, which one worker runs alone (tests/integration/conftest.py).
+# It stays opt-in until two whole parallel runs have passed clean (README, Tests).
+TEST_WORKERS ?= 0
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup) $(PYTEST_ARGS)
 
-# The tests that need no Docker engine (not marked `docker`), with no engine reachable: a test
-# that needs one and is not marked fails here instead of passing by luck. No set-up run.
+# The unit tier alone (tests/unit/: no engine, no sshd, no sandbox), with no engine reachable: a
+# test there that needs one fails instead of passing by luck. No set-up run. On two workers:
+# most of its time is spent waiting on the processes it starts (TEST_FAST_WORKERS=0: serial).
+TEST_FAST_WORKERS ?= 2
 test-fast:
 	DOCKER_HOST=unix:///nonexistent/runner-test-fast.sock RUNNER_TEST_NO_DOCKER=1 \
-		$(PY) -m pytest -m "not docker and not sshd" -q $(PYTEST_ARGS)
+		$(PY) -m pytest tests/unit -q $(if $(filter 0,$(TEST_FAST_WORKERS)),,-n $(TEST_FAST_WORKERS)) $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/run.py $(BENCH_ARGS)

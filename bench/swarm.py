@@ -1,6 +1,6 @@
 """Swarm against docker, same run: sandbox start (start() until the first command has answered),
 a call's latency (`true` through exec), a tool call through the Runner (agent round trip), and
-stop. Needs root: it makes the two-node test swarm of tests/swarm/cluster.py and removes it.
+stop. Needs root: it makes the two-node test swarm of tests/integration/swarm/cluster.py and removes it.
 
     .venv/bin/python -m bench.swarm [-n 20]
 """
@@ -60,7 +60,7 @@ def main() -> None:
     n = ap.parse_args().n
     from executors.docker import DockerExecutor
     from executors.swarm import SwarmExecutor
-    from tests.swarm.cluster import Cluster
+    from tests.integration.swarm.cluster import Cluster
 
     with open("/proc/loadavg") as f:
         print(f"load before: {f.read().split()[:3]}")

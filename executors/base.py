@@ -3,7 +3,7 @@
 A backend implements `spawn` (start one command with pipes, get a Process back) plus its
 lifecycle (`start`/`stop`). Everything else — streaming, stdin feeding, timeouts that kill the
 whole process tree, and file transfer — is built here once on top of `spawn`, so every backend
-behaves the same and passes the same conformance battery (tests/conformance).
+behaves the same and passes the same conformance battery (tests/integration/conformance).
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
 Each check is a plain function `check(ex, ws, traits)` against a started executor whose
 workspace (a writable, empty directory) is `ws` as the executor sees it; it raises
 AssertionError (or any exception) on a failure and `Skip` when it does not apply to this backend.
-runner's own backends run it in tests/conformance (local, docker per-session and per-call, ssh),
+runner's own backends run it in tests/integration/conformance (local, docker per-session and per-call, ssh),
 as inspect_ai ships its sandbox self-check. It needs `sh`, `ps`, `sha256sum`, `head`, `truncate`,
 `mkfifo`, `stat`, `yes` and `sleep` in the sandbox (coreutils and procps), and takes about a minute.
 """

@@ -162,7 +162,7 @@ def sweep_swarm() -> list[str]:
 
 def sweep_images() -> list[str]:
     """The images the tests import under `runner-test/`, tagged `pid<owner>` (the busybox one of
-    tests/cli/conftest.py), whose run is dead."""
+    tests/integration/cli/conftest.py), whose run is dead."""
     res = _run("docker", "images", "--filter", f"reference={TEST_IMAGES}/*", "--format", "{{.Repository}}:{{.Tag}}",
                timeout=30)
     removed = []

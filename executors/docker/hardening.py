@@ -1,7 +1,7 @@
 """The hardened container: the one place that says how a sandbox is made, as docker-py's
 create_container() arguments. The SDK path (executor.py) passes them to docker-py; `runner exec`'s
 path (oneshot.py) sends wire.create_body() of the very same arguments, so both ask the engine for
-the same container (tests/docker/test_wire.py compares the two bodies). Standard library only."""
+the same container (tests/integration/docker/test_wire.py compares the two bodies). Standard library only."""
 from __future__ import annotations
 
 from ..defaults import DEFAULT_LIMIT_VALUES
@@ -21,7 +21,7 @@ DEFAULTS = {
 # threads, the gofer, and on the ptrace platform a host stub (with threads) per guest process.
 # Measured here (runsc --platform=ptrace): 44 host tasks for an idle sandbox, about 11 more per
 # guest process. At the host limit the sentry cannot make a thread and the whole sandbox ends
-# (a Go panic, exit status 2: the flake of tests/security/test_protection.py::
+# (a Go panic, exit status 2: the flake of tests/integration/security/test_protection.py::
 # test_pins_hold_under_gvisor, whose limit of 128 left room for about 8 guest processes). So a
 # limit of N processes is N * 16 + 64 host tasks under runsc: the guest gets about what runc
 # gives it, and the host stays bounded.

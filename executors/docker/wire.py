@@ -275,7 +275,7 @@ class Raw(Frames):
 # docker-py's host_config arguments (what hardening.create_kwargs gives) -> the Engine API's
 # HostConfig keys, each set as docker.types.HostConfig sets it: "set" when not None, "truthy" when
 # truthy. An argument missing here is refused, never dropped: a new hardening setting must be
-# added here too (tests/docker/test_wire.py compares with docker-py for every loosening).
+# added here too (tests/integration/docker/test_wire.py compares with docker-py for every loosening).
 HOST_KEYS = {
     "network_mode": ("NetworkMode", "network"),
     "cap_drop": ("CapDrop", "truthy"),

@@ -9,7 +9,7 @@ Each check is a plain function `check(placement)` of a Placement made for a sess
 (`config.placement(Setting(workspace, policy, session_id))`, the workspace a writable, empty
 directory of this machine, not yet opened); it raises AssertionError (or any exception) on a
 failure and Skip when it does not apply. Checks that start a sandbox open the placement and close
-it again. runner's own backends run it in tests/conformance/test_placements.py.
+it again. runner's own backends run it in tests/integration/conformance/test_placements.py.
 """
 from __future__ import annotations
 

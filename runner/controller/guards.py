@@ -9,7 +9,7 @@ In order (the first refusal wins, later steps never run):
 Each step is a small function `step(ctx, call) -> None` that raises `Refusal`; `validate`
 replaces `call.args` with the canonical arguments. The steps read the Runner's state only through
 `Context` (the policy, the session, and callables for approval, path checks and quota), so each
-one is tested on its own (tests/runner/test_guards.py). A custom tool differs from a built-in in
+one is tested on its own (tests/unit/controller/test_guards.py). A custom tool differs from a built-in in
 the gate (`Policy.tool_gate(custom=True)`: custom tools run programs, so they follow
 features.bash unless features.custom_tools says otherwise, and come with the presets that run
 commands) and in the path step, which only concerns the built-in writing tools (a custom tool

@@ -178,9 +178,9 @@ class AuditLog:
                     st = os.fstat(self._fds[1])
                 end = st.st_size
                 if (st.st_dev, st.st_ino) != self._log_id:  # another process rotated it
-                    self._reopen_log()
-                    end = None
-                elif st.st_size and st.st_size + len(data) > self.max_bytes:
+                    self._reopen_log()  # and may have filled the new log since: its size counts too
+                    st, end = os.fstat(self._fds[1]), None
+                if st.st_size and st.st_size + len(data) > self.max_bytes:
                     self._rotate()
                     self._reopen_log()
                     end = None
