@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,7 @@ from .conftest import wait_for
 pytestmark = [pytest.mark.usefixtures("no_leaks"),
               pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux missing (scripts/setup.sh installs it)")]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = str(Path(__file__).resolve().parents[3])  # the checkout
 
 
 class Pane:

@@ -1,4 +1,4 @@
-"""The seed documents (tests/dialects/seeds/, copies of ../shared/seeds) parsed into what the
+"""The seed documents (tests/integration/dialects/seeds/, copies of ../shared/seeds) parsed into what the
 dialect tests check: each tool's documented arguments (name, JSON type, required, default, unit,
 bounds), its example calls, its documented responses and its "common errors".
 

@@ -148,9 +148,9 @@ def test_acai_describe_answer_is_the_printed_schema(tmp, docker_client):
 
 
 def test_the_copies_are_the_seeds():
-    """tests/dialects/seeds/ are the seed documents as given: equal to ../shared/seeds/ where a
+    """tests/integration/dialects/seeds/ are the seed documents as given: equal to ../shared/seeds/ where a
     checkout has that folder beside it (CI's copy of shared/), and every one is there."""
-    shared = Path(__file__).resolve().parents[3] / "shared" / "seeds"
+    shared = Path(__file__).resolve().parents[4] / "shared" / "seeds"
     assert sorted(p.name for p in seeddocs.SEEDS.glob("*.txt")) == sorted(seeddocs.FILES.values())
     if not shared.is_dir():
         pytest.skip(f"no {shared} beside this checkout")

@@ -11,7 +11,7 @@ import pytest
 
 from runner.servers.httpheaders import GUARDED, DuplicateHeader, duplicated, header, refuse_duplicates
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SERVERS = [ROOT / "runner" / "servers/mcp.py", *sorted((ROOT / "runner" / "serve").glob("*.py"))]
 
 
