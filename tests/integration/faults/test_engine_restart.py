@@ -41,6 +41,9 @@ def test_engine_stopped_mid_call_then_restarted(private_engine, workspace, lifec
         assert again.text.splitlines()[0] == "back"
         host = again.text.splitlines()[1]
         assert not any(cid.startswith(host) for cid in before), "the next call ran in an old sandbox"
+    from runner.controller import finisher
+
+    finisher.wait(timeout=120)  # (close() leaves the removal to run after its answer)
     left = _sandboxes(engine, r.session_id)
     assert not left, f"the Runner left {len(left)} sandbox container(s) after close(): {engine.docker('ps', '-a')}"
 
