@@ -95,11 +95,7 @@ class Engine:
         """The decoded JSON answer (None when there is none); EngineRefused for an error status."""
         status, data = self.request(method, path, body, timeout)
         if status >= 400:
-            try:
-                message = json.loads(data).get("message") or ""
-            except (ValueError, AttributeError):
-                message = data.decode(errors="replace").strip()
-            raise EngineRefused(status, message or f"HTTP {status}")
+            raise _refused(status, data)
         return json.loads(data) if data.strip() else None
 
     def stream(self, path: str) -> tuple[socket.socket, bytes]:
@@ -111,12 +107,7 @@ class Engine:
             reader = _Reader(sock)
             status, headers = reader.head()
             if status >= 400:
-                data = reader.body(status, headers)
-                try:
-                    message = json.loads(data).get("message") or ""
-                except (ValueError, AttributeError):
-                    message = data.decode(errors="replace").strip()
-                raise EngineRefused(status, message or f"HTTP {status}")
+                raise _refused(status, reader.body(status, headers))
         except BaseException:
             sock.close()
             raise
@@ -130,16 +121,20 @@ class Engine:
             reader = _Reader(sock)
             status, headers = reader.head()
             if status not in (101, 200):
-                data = reader.body(status, headers)
-                try:
-                    message = json.loads(data).get("message") or ""
-                except (ValueError, AttributeError):
-                    message = data.decode(errors="replace").strip()
-                raise EngineRefused(status, message or f"HTTP {status}")
+                raise _refused(status, reader.body(status, headers))
         except BaseException:
             sock.close()
             raise
         return sock, bytes(reader.buf)
+
+
+def _refused(status: int, data: bytes) -> "EngineRefused":
+    """The engine's error answer as EngineRefused: its JSON `message`, else its text."""
+    try:
+        message = json.loads(data).get("message") or ""
+    except (ValueError, AttributeError):
+        message = data.decode(errors="replace").strip()
+    return EngineRefused(status, message or f"HTTP {status}")
 
 
 class _Reader:
