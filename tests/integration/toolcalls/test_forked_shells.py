@@ -287,11 +287,27 @@ def test_a_shells_own_status_line_written_by_another_process_does_not_end_a_call
     """A spare tells its own status (`s STATUS PID`) just before it closes its output, once its
     command has returned; that line is taken only once no writer is left on the output, and one
     read before is dropped. Here another process writes it, with the running shell's pid, while
-    the shell still holds its output: the call goes on to its end and its own exit code."""
-    hostile(call, "(sleep 1; for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <\"$s\"; "
-                  "[ \"$ppid\" = \"$zygote\" ] && printf 's 0 %s\\n' $pid >/proc/$zygote/fd/1; done) >/dev/null 2>&1 &")
-    res = run(call, "echo a; sleep 2; echo b; exit 5", timeout=30)
+    the shell still holds its output: the call goes on to its end and its own exit code. In step,
+    not by the clock: the line is written once the call's shell runs (it made `go`), and the call
+    goes on only once the agent has read the line out of the zygote's pipe (`done`)."""
+    # (Names of this run's own: the local executor's /tmp is the host's.)
+    go, done = (f"/tmp/fs-{os.getpid()}-{time.monotonic_ns()}-{n}" for n in ("go", "done"))
+    hostile(call, f"(until [ -e {go} ]; do sleep 0.05; done; "
+                  "for s in /proc/[0-9]*/stat; do read -r pid _ _ ppid _ 2>/dev/null <\"$s\"; "
+                  "[ \"$ppid\" = \"$zygote\" ] && printf 's 0 %s\\n' $pid >/proc/$zygote/fd/1; done; "
+                  f"{UNREAD} /proc/$zygote/fd/1; : >{done}) >/dev/null 2>&1 &")
+    res = run(call, f"echo a; : >{go}; until [ -e {done} ]; do sleep 0.05; done; rm -f {go} {done}; echo b; exit 5",
+              timeout=30)
     assert res.meta["exit_code"] == 5 and res.text.startswith("a\nb\n"), res.text
+
+
+# Waits (20 s at most) until a pipe holds no unread byte: its reader has taken what was written.
+UNREAD = """python3 -c 'import fcntl, os, struct, sys, termios, time
+f = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+for _ in range(400):
+    if struct.unpack("i", fcntl.ioctl(f, termios.FIONREAD, b"0000"))[0] == 0:
+        break
+    time.sleep(0.05)'"""
 
 
 def test_a_commands_exit_trap_keeps_its_output_and_sees_its_status(call):
