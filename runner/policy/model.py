@@ -268,10 +268,10 @@ class NetworkPolicy(Strict):
     mode: Literal["none", "allowlist"] = "none"
     allow: list[HostPort] = Field(default_factory=list, description="HOST[:PORT] reachable through the egress proxy: a "
                                   "name, *.domain, an IP address or CIDR ([v6] with a port); no port: 80 and 443")
+    search_endpoint: str | None = Field(default=None, description="URL web_search queries")
     tls_ca_file: dict[str, str] = Field(default_factory=dict, description="HOST: a CA file (PEM, on the controller) "
                                         "the egress proxy verifies that host's server with when it brokers a secret "
                                         "to it, instead of the host's trust store (private services)")
-    search_endpoint: str | None = Field(default=None, description="URL web_search queries")
 
     @model_validator(mode="after")
     def _check(self) -> "NetworkPolicy":
