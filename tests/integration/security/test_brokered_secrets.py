@@ -153,8 +153,9 @@ def test_git_push_with_the_placeholder_reaches_the_server_with_the_real_value(se
 
 
 RED_TEAM = r'''
-import base64, glob, os, socket, subprocess, urllib.request, urllib.error
+import base64, glob, os, socket, stat, subprocess, urllib.request, urllib.error
 ph = os.environ["GH_TOKEN"]
+
 found = []
 # 1. the environment and command line of every process it can see, and its memory maps
 for p in glob.glob("/proc/[0-9]*"):
@@ -168,8 +169,10 @@ for p in glob.glob("/proc/[0-9]*"):
 for root in ("/etc", "/tmp", "/workspace", "/run", "/var", "/home", "/root", "/opt", "/srv", "/dev/shm"):
     for dirpath, dirs, files in os.walk(root):
         for f in files[:200]:
+            path = os.path.join(dirpath, f)
             try:
-                found.append(open(os.path.join(dirpath, f), "rb").read(1 << 20))
+                if stat.S_ISREG(os.lstat(path).st_mode):  # not a FIFO, whose open would wait
+                    found.append(open(path, "rb").read(1 << 20))
             except OSError:
                 pass
 # 3. a core dump of a process that held the variable
