@@ -54,6 +54,8 @@ def apply(runner: Any, changes: dict) -> dict:
                           "with network.mode allowlist)")
     new = old.effective(overrides=overrides(old, changes), workspace=runner.workspace)
     with runner._lock:
+        if getattr(runner, "started_policy", None) is None:
+            runner.started_policy = old  # what runner serve's grant is measured against
         runner.session.start()  # the proxy exists before it is told anything
         runner.placement.update_network(new)
         setting = dataclasses.replace(runner.session.setting, policy=new)
