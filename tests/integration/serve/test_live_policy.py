@@ -48,3 +48,17 @@ def test_a_tenant_narrows_and_restores_its_allowlist_but_never_widens_it(start_s
         assert r.status_code == 200
         assert probe(c, sid).startswith("502")
         assert c.delete(f"/v1/sessions/{sid}").status_code == 204
+
+
+def test_the_python_client_changes_the_policy_too(start_server, data, tmp_path):
+    from runner.client import RemoteRunner
+
+    pol = tmp_path / "egress.yaml"
+    pol.write_text(ALLOWLIST)
+    key = add_tenant("ta", data, pol)
+    server = start_server("--data", str(data))
+    with RemoteRunner(server.url, key) as r:
+        assert r.update_policy({"network": {"allow": ["127.0.0.1:9"]}})["network"]["allow"] == ["127.0.0.1:9"]
+        assert r.call("bash", {"command": PROBE}).text.startswith("403")
+        with pytest.raises(Exception, match="403"):
+            r.update_policy({"network": {"allow": ["10.9.9.9:80"]}})
