@@ -47,6 +47,34 @@ def overrides(policy: Any, changes: Any) -> dict[str, Any]:
     return out
 
 
+def within_grant(started: Any, changes: Any) -> str | None:
+    """Why `changes` goes past the policy the session started with, or None."""
+    from executors.allowlist import canonical
+
+    if not isinstance(changes, dict):
+        return None  # the change itself says what is wrong with it (422)
+    net = changes.get("network") or {}
+    if isinstance(net, dict):
+        if "tls_ca_file" in net:
+            return "network.tls_ca_file names the operator's files: not a tenant's to change"
+        granted = set(started.network.allow)
+        for entry in net.get("allow") or []:
+            try:
+                spelled = canonical(entry)
+            except ValueError:
+                continue  # refused as invalid (422)
+            if spelled not in granted:
+                return f"network.allow {spelled!r} is not in the granted policy's allowlist"
+    for name, spec in (changes.get("secrets") or {}).items():
+        s = started.secrets.get(name)
+        if s is None or not isinstance(spec, dict):
+            continue  # refused by the change itself
+        for h in spec.get("hosts") or []:
+            if str(h).rstrip(".").lower() not in s.hosts:
+                return f"secrets.{name}.hosts {h!r} is not among the hosts the granted policy gives it"
+    return None
+
+
 def apply(runner: Any, changes: dict) -> dict:
     old = runner.policy
     if old.network.mode != "allowlist":

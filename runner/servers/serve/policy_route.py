@@ -10,48 +10,22 @@ grant; 422 for a change the policy does not accept. Audited by the session's Run
 whose Runner is made again elsewhere (another instance, a restart) starts from its granted
 policy again.
 """
-from __future__ import annotations
-
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
-
-def within_grant(started: Any, changes: Any) -> str | None:
-    """Why `changes` goes past the policy the session started with, or None."""
-    from executors.allowlist import canonical
-
-    if not isinstance(changes, dict):
-        return None  # the change itself says what is wrong with it (422)
-    net = changes.get("network") or {}
-    if isinstance(net, dict):
-        if "tls_ca_file" in net:
-            return "network.tls_ca_file names the operator's files: not a tenant's to change"
-        granted = set(started.network.allow)
-        for entry in net.get("allow") or []:
-            try:
-                spelled = canonical(entry)
-            except ValueError:
-                continue  # refused as invalid (422)
-            if spelled not in granted:
-                return f"network.allow {spelled!r} is not in the granted policy's allowlist"
-    for name, spec in (changes.get("secrets") or {}).items():
-        s = started.secrets.get(name)
-        if s is None or not isinstance(spec, dict):
-            continue  # refused by the change itself
-        for h in spec.get("hosts") or []:
-            if str(h).rstrip(".").lower() not in s.hosts:
-                return f"secrets.{name}.hosts {h!r} is not among the hosts the granted policy gives it"
-    return None
+# (no `from __future__ import annotations`: the route's Annotated[..., Depends(tenant)] names a
+# function of create_app's, which FastAPI could not find from a string)
 
 
 def register(app, state, *, tenant, live_of, in_turn) -> None:
+    from ...controller.live_policy import within_grant
     from ...errors import RunnerError
     from ...policy.problems import PolicyError
     from .app import Problem
 
     @app.patch("/v1/sessions/{sid}/policy")
-    async def patch_policy(sid: str, request: Request, grant=Depends(tenant)):
+    async def patch_policy(sid: str, request: Request, grant: Annotated[Any, Depends(tenant)]):
         """Change the network policy of a live session (its next connections), within the grant."""
         try:
             changes = await request.json()
