@@ -105,12 +105,15 @@ def https_request(world, method, path, headers=None, body=None, host="api.test",
     return r.status, data
 
 
-def last_event(world):
-    for _ in range(100):
-        if world["events"]:
-            return world["events"][-1]
+def last_event(world, **match):
+    """The newest event with these fields (the proxy logs a connection after its answer went:
+    wait for it; an earlier test's late event does not count)."""
+    for _ in range(500):
+        for ev in reversed(list(world["events"])):
+            if all(ev.get(k) == v for k, v in match.items()):
+                return ev
         threading.Event().wait(0.02)
-    raise AssertionError("no event")
+    raise AssertionError(f"no event with {match}: {world['events']}")
 
 
 def test_the_placeholder_becomes_the_real_value_only_on_the_way_to_a_listed_host(world):
@@ -123,7 +126,7 @@ def test_the_placeholder_becomes_the_real_value_only_on_the_way_to_a_listed_host
     # the server echoes the header: the sandbox never reads the real value back
     answer = json.loads(data)
     assert REAL not in data.decode() and answer["authorization"] == "Bearer " + "*" * len(REAL)
-    ev = last_event(world)
+    ev = last_event(world, path="/user")
     assert ev["intercepted"] and ev["decision"] == "allowed" and ev["secrets"] == ["GITHUB_TOKEN"]
     assert (ev["host"], ev["method"], ev["path"]) == ("api.test", "GET", "/user") and ev["bytes_down"] > 0
     assert ev["masked"] == 2 and answer["x-token"] == "*" * len(REAL)
@@ -153,8 +156,8 @@ def test_the_placeholder_to_any_other_host_is_refused_and_audited_as_exfiltratio
     text = r.read().decode()
     assert r.status == 403 and "attempted exfiltration" in text and "GITHUB_TOKEN" in text
     assert len(world["plain"].seen) == n  # nothing reached the other host
-    ev = last_event(world)
-    assert ev["decision"] == "refused" and ev["exfiltration"] and ev["host"] == "other.test"
+    ev = last_event(world, host="other.test", decision="refused")
+    assert ev["exfiltration"] and "GITHUB_TOKEN" in ev["reason"]
 
 
 def test_a_request_without_placeholders_to_another_host_goes_through_unchanged(world):
@@ -176,8 +179,8 @@ def test_sni_and_host_must_name_the_connect_target(world):
     with pytest.raises((ssl.SSLError, OSError)):
         ctx.wrap_socket(raw, server_hostname="evil.test").sendall(b"GET / HTTP/1.1\r\nHost: evil.test\r\n\r\n")
     raw.close()
-    ev = last_event(world)
-    assert ev["decision"] == "refused" and "SNI names 'evil.test'" in ev["reason"]
+    ev = last_event(world, decision="refused", host="api.test")
+    assert "SNI names 'evil.test'" in ev["reason"]
     status, data = https_request(world, "GET", "/", {"Authorization": f"Bearer {PH}"}, host="other.test",
                                  connect_host="api.test")
     assert status == 421 and b"inside a connection to api.test" in data
