@@ -287,6 +287,38 @@ class State:
 _handshake = threading.local()
 
 
+def client_hello_sni(data: bytes):
+    """The server name of a TLS ClientHello at the start of `data`: a str, "" when the hello
+    names none, or None when `data` is not (the whole first record of) a ClientHello."""
+    if len(data) < 5 or data[0] != 0x16 or data[1] != 3:
+        return None
+    end = 5 + int.from_bytes(data[3:5], "big")
+    rec = data[5:end]
+    if len(data) < end or len(rec) < 4 or rec[0] != 1:
+        return None
+    try:
+        i = 4 + 2 + 32  # handshake header, version, random
+        i += 1 + rec[i]  # session id
+        i += 2 + int.from_bytes(rec[i:i + 2], "big")  # cipher suites
+        i += 1 + rec[i]  # compression methods
+        if i + 2 > len(rec):
+            return ""
+        stop = i + 2 + int.from_bytes(rec[i:i + 2], "big")
+        i += 2
+        while i + 4 <= min(stop, len(rec)):
+            kind, size = int.from_bytes(rec[i:i + 2], "big"), int.from_bytes(rec[i + 2:i + 4], "big")
+            body = rec[i + 4:i + 4 + size]
+            if kind == 0:  # server_name: list length, then (type 0, length, name)
+                if len(body) >= 5 and body[2] == 0:
+                    n = int.from_bytes(body[3:5], "big")
+                    return body[5:5 + n].decode("ascii", "replace")
+                return ""
+            i += 4 + size
+    except IndexError:
+        return None
+    return ""
+
+
 def _name(host: str) -> str:
     """A host name as the brokering compares it (lower case, no final dot); an address as is."""
     return host if allowlist.ip_literal(host) is not None else host.rstrip(".").lower()
@@ -485,6 +517,7 @@ class Proxy:
                 self.log("CONNECT", peer[0], "->", f"{host}:{port}", "via", upstream.getpeername()[0])
                 conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 scan = Scanner(st.brokers, name)
+                rest = self._check_sni(conn, upstream, rest, name, ev)
                 if rest:
                     scan.check(rest)
                     upstream.sendall(rest)
@@ -608,6 +641,28 @@ class Proxy:
                 tls.close()
             except OSError:
                 pass
+
+    def _check_sni(self, conn, upstream, rest: bytes, name: str, ev: dict) -> bytes:
+        """A tunnel to a name carries TLS for that name: the ClientHello's server name must be
+        the CONNECT target's (no reaching another site behind an allowed one's address). What
+        the client sent first is returned, to be sent on. Other protocols pass as they are (one
+        where the server speaks first at once)."""
+        if allowlist.ip_literal(name) is not None:
+            return rest
+        while len(rest) < 5 or (rest[0] == 0x16 and len(rest) < 5 + int.from_bytes(rest[3:5], "big")
+                                and len(rest) < MAX_HEAD):
+            ready, _, _ = select.select([conn, upstream], [], [], self.head_timeout)
+            if not ready or upstream in ready:
+                return rest  # the server speaks first, or the client says nothing
+            data = conn.recv(CHUNK)
+            if not data:
+                break
+            rest += data
+        sni = client_hello_sni(rest)
+        if sni and sni.lower().rstrip(".") != name:
+            ev["replied"] = True  # inside the tunnel: no HTTP answer, the connection is closed
+            raise Refused(f"runner egress: TLS for {sni[:100]!r} inside a tunnel to {name} (SNI mismatch)")
+        return rest
 
     def _read_body(self, conn, headers, rest: bytes) -> bytes:
         """The body read whole when its Content-Length is at most MAX_BODY_SCAN (so it is checked

@@ -219,3 +219,86 @@ def test_placeholder_forms_cover_base64_at_every_alignment():
     for prefix in ("", "u:", "ab:"):
         enc = base64.b64encode(f"{prefix}{PH}!".encode())
         assert any(f in enc for f in _forms(PH)[1:])
+
+
+# -- egress bound to names ---------------------------------------------------------------------
+
+@pytest.fixture
+def bound(world):
+    """A proxy whose resolver the test controls: api.test answers 127.0.0.1 once, then 127.0.0.2
+    (a rebinding), and the resolver counts its calls. Only 127.0.0.1 is listed as an address."""
+    calls = []
+
+    def resolve(name, port):
+        calls.append(name)
+        return [ipaddress.ip_address("127.0.0.1" if len(calls) == 1 else "127.0.0.2")]
+
+    hp = world["hp"]
+    proxy = Proxy({"allow": [f"api.test:{hp}", f"127.0.0.1:{hp}", f"plain.test:{hp}"], "port": 0, "bind": "127.0.0.1",
+                   "head_timeout": 5, "idle_timeout": 10}, resolve=resolve)
+    events: list = []
+    proxy.events = events.append
+    proxy.listen()
+    threading.Thread(target=proxy.serve, daemon=True).start()
+    yield proxy, calls, events
+    proxy.close()
+
+
+def tunnel(proxy, target: str):
+    s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+    s.sendall(f"CONNECT {target} HTTP/1.1\r\n\r\n".encode())
+    return s, s.recv(4096).decode("latin-1")
+
+
+def test_a_listed_name_reaches_only_what_the_proxy_resolved_each_time(world, bound):
+    proxy, calls, events = bound
+    hp = world["hp"]
+    s, head = tunnel(proxy, f"api.test:{hp}")
+    assert head.startswith("HTTP/1.1 200")
+    ctx = ssl.create_default_context(cadata=world["upstream_ca"].cert_pem)  # end to end: not brokered here
+    with ctx.wrap_socket(s, server_hostname="api.test") as t:
+        t.sendall(f"GET /first HTTP/1.1\r\nHost: api.test:{hp}\r\nConnection: close\r\n\r\n".encode())
+        assert t.recv(4096).startswith(b"HTTP/1.1 200")
+    assert calls == ["api.test"]  # one lookup, the address it checked is the one it connected to
+    # the name now answers another address: checked again, refused before any connection
+    s, head = tunnel(proxy, f"api.test:{hp}")
+    assert head.startswith("HTTP/1.1 403") and "resolves to 127.0.0.2, a loopback address" in head
+    s.close()
+    assert calls == ["api.test", "api.test"]
+    # an address the sandbox picks for the name is not the name
+    s, head = tunnel(proxy, f"127.0.0.2:{hp}")
+    assert head.startswith("HTTP/1.1 403") and "not listed" in head
+    s.close()
+
+
+def test_tls_in_a_tunnel_must_name_the_connect_target(world, bound):
+    proxy, calls, events = bound
+    hp = world["hp"]
+    calls.clear()  # api.test answers 127.0.0.1 again
+    s, head = tunnel(proxy, f"api.test:{hp}")
+    assert head.startswith("HTTP/1.1 200")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    with pytest.raises((ssl.SSLError, OSError)):
+        with ctx.wrap_socket(s, server_hostname="elsewhere.test") as t:
+            t.sendall(b"GET / HTTP/1.1\r\nHost: elsewhere.test\r\n\r\n")
+            assert t.recv(4096) == b""  # (the proxy closed: nothing was relayed)
+            raise OSError("closed")
+    for _ in range(500):
+        if any("SNI mismatch" in (e.get("reason") or "") for e in events):
+            break
+        threading.Event().wait(0.02)
+    assert any("'elsewhere.test' inside a tunnel to api.test (SNI mismatch)" in (e.get("reason") or "") for e in events)
+    assert not [g for g in world["https"].seen if g["headers"].get("Host") == "elsewhere.test"]
+
+
+def test_client_hello_parsing():
+    from executors.docker.egress_proxy import client_hello_sni
+
+    ctx = ssl.create_default_context()
+    obj = ctx.wrap_bio(ssl.MemoryBIO(), out := ssl.MemoryBIO(), server_hostname="api.example.test")
+    with pytest.raises(ssl.SSLWantReadError):
+        obj.do_handshake()
+    hello = out.read()
+    assert client_hello_sni(hello) == "api.example.test"
+    assert client_hello_sni(b"GET / HTTP/1.1\r\n") is None and client_hello_sni(hello[:20]) is None
