@@ -754,6 +754,11 @@ class Proxy:
         masked of real values."""
         a.settimeout(self.idle)
         b.settimeout(self.idle)
+        for s in (a, b):  # a relay passes each piece on at once: no Nagle wait for the peer's delayed ACK
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
         peers = {a: b, b: a}
         open_ = {a, b}
         ev = ev if ev is not None else {"bytes_up": 0, "bytes_down": 0}
