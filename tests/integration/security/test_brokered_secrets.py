@@ -112,7 +112,8 @@ GET = ("import json, os, urllib.request\n"
        "print(json.dumps({'chars': sorted(set(got)), 'len': len(got)}))\n")  # what came back, shown safely
 
 
-def test_the_sandbox_holds_a_placeholder_and_the_listed_host_gets_the_real_value(servers, tmp_path, monkeypatch):
+def test_the_sandbox_holds_a_placeholder_and_the_listed_host_gets_the_real_value(servers, tmp_path, monkeypatch,
+                                                                                docker_client):
     r, audit = make_runner(servers, tmp_path, monkeypatch)
     with r:
         env = bash(r, "echo \"$GH_TOKEN\"; echo \"$SSL_CERT_FILE $GIT_SSL_CAINFO $REQUESTS_CA_BUNDLE $NODE_EXTRA_CA_CERTS\"")
@@ -130,6 +131,14 @@ def test_the_sandbox_holds_a_placeholder_and_the_listed_host_gets_the_real_value
         out = bash(r, "env -u SSL_CERT_FILE python3 -c \"import ssl; print(len(ssl.create_default_context()"
                       ".get_ca_certs()) > 0)\"; grep -c 'BEGIN CERTIFICATE' /etc/ssl/certs/ca-certificates.crt")
         assert out.split()[0] == "True"
+        # the CA's key is nowhere the sandbox reads: its directory and the bundle hold certificates only
+        out = bash(r, "ls /etc/runner-egress-ca; grep -c 'PRIVATE KEY' /etc/runner-egress-ca/* "
+                      "/etc/ssl/certs/ca-certificates.crt; true")
+        assert out.split() == ["bundle.pem", "ca.pem", "/etc/runner-egress-ca/bundle.pem:0",
+                               "/etc/runner-egress-ca/ca.pem:0", "/etc/ssl/certs/ca-certificates.crt:0"], out
+        # and the proxy's configuration (with the value) never was on its command line or in its environment
+        proxy = docker_client.api.inspect_container(f"runner-egress-{r.session_id}")
+        assert REAL not in json.dumps(proxy["Args"]) + json.dumps(proxy["Config"])
     recs = [x for x in audit_records(audit) if x["tool"] == "egress"]
     hit = [x for x in recs if x["egress"]["intercepted"] and x["egress"]["path"] == "/user"]
     assert hit and hit[0]["egress"]["secrets"] == ["GH_TOKEN"] and hit[0]["egress"]["method"] == "GET"
@@ -254,3 +263,33 @@ def test_a_live_policy_change_takes_effect_for_new_connections(servers, tmp_path
     assert len(pols) == 1 and "other.svc.test" not in pols[0]["args"]
     refused = [x["egress"] for x in audit_records(audit) if x["tool"] == "egress" and x["status"] == "error"]
     assert any(e["host"] == "other.svc.test" and "not in the allowlist" in e["reason"] for e in refused)
+
+
+NODE = r'''
+const http = require('http'), tls = require('tls');
+const req = http.request({host: 'egress-proxy', port: 3128, method: 'CONNECT', path: 'api.svc.test:8443'});
+req.on('connect', (res, socket) => {
+  const s = tls.connect({socket, servername: 'api.svc.test'}, () => {
+    s.write('GET /node HTTP/1.1\r\nHost: api.svc.test:8443\r\nAuthorization: Bearer ' + process.env.GH_TOKEN +
+            '\r\nConnection: close\r\n\r\n');
+  });
+  let d = '';
+  s.on('data', c => d += c);
+  s.on('end', () => console.log(d.split('\r\n')[0]));
+  s.on('error', e => console.log('ERR ' + e.message));
+});
+req.end();
+'''
+
+
+def test_node_trusts_the_session_ca_through_node_extra_ca_certs(servers, tmp_path, monkeypatch, docker_client):
+    if not docker_client.images.list(name="runner/node"):
+        pytest.skip("no runner/node image")  # (make setup builds it)
+    r, _ = make_runner(servers, tmp_path, monkeypatch, **{"sandbox.image": "runner/node:latest"})
+    with r:
+        before = len(seen(servers))
+        out = bash(r, f"cat > /tmp/t.js <<'JS'\n{NODE}JS\nnode /tmp/t.js")
+        assert_clean(out)
+        assert out.strip() == "HTTP/1.1 200 OK", out
+    got = [g for g in seen(servers)[before:] if g["path"] == "/node"]
+    assert [g["headers"]["Authorization"] for g in got] == [f"Bearer {REAL}"]
