@@ -669,8 +669,8 @@ class Proxy:
         before anything is sent on); else what came with the head (the rest is scanned as it
         passes)."""
         lengths = [v for k, v in headers if k.lower() == "content-length"]
-        if len(lengths) != 1 or any(k.lower() == "transfer-encoding" for k, _ in headers):
-            return rest
+        if len(lengths) != 1 or any(k.lower() in ("transfer-encoding", "expect") for k, _ in headers):
+            return rest  # (a client that expects 100-continue sends its body only after the server's word)
         try:
             n = int(lengths[0])
         except ValueError:

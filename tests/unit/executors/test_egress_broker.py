@@ -302,3 +302,19 @@ def test_client_hello_parsing():
     hello = out.read()
     assert client_hello_sni(hello) == "api.example.test"
     assert client_hello_sni(b"GET / HTTP/1.1\r\n") is None and client_hello_sni(hello[:20]) is None
+
+
+def test_a_body_sent_after_100_continue_is_not_waited_for(world):
+    # curl asks `Expect: 100-continue` before a larger body: the proxy must pass the head on at
+    # once (and scan the body as it passes) rather than wait for a body that waits for it
+    s = socket.create_connection(("127.0.0.1", world["proxy"].port), timeout=10)
+    s.sendall(f"POST http://other.test:{world['pp']}/up HTTP/1.1\r\nHost: other.test\r\nContent-Length: 5\r\n"
+              f"Expect: 100-continue\r\n\r\n".encode())
+    assert s.recv(4096).startswith(b"HTTP/1.1 100")
+    s.sendall(b"hello")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(4096)
+    assert data.startswith(b"HTTP/1.1 200")
+    s.close()
+    assert world["plain"].seen[-1]["body"] == "hello"
