@@ -203,9 +203,9 @@ def _resolve(name: str, port: int) -> list:
 # -- brokering -----------------------------------------------------------------------------
 
 def _forms(text: str) -> list:
-    """The byte forms a placeholder is looked for in: itself and its base64 at the three
-    alignments (inside a Basic authorization, a JSON blob of it), without the characters the
-    neighbouring bytes decide."""
+    """The byte forms a placeholder is looked for in (and a value masked in): itself and its
+    base64 at the three alignments (inside a Basic authorization, a JSON blob of it), without
+    the characters the neighbouring bytes decide."""
     raw = text.encode("utf-8")
     out = [raw]
     for shift in range(3):
@@ -227,6 +227,7 @@ class Broker:
         self.hosts = {h.lower().rstrip(".") for h in d.get("hosts", [])}
         self.ph_forms = _forms(self.placeholder)
         self.value_b = self.value.encode("utf-8")
+        self.value_forms = _forms(self.value)
 
 
 class State:
@@ -353,7 +354,8 @@ class Masker:
     chunks (same length, so framing stays right; a value split across chunks is held back)."""
 
     def __init__(self, brokers) -> None:
-        self.values = [b.value_b for b in brokers if len(b.value_b) >= 4]
+        # the value and its base64 at every alignment (an echoed Basic authorization decodes to it)
+        self.values = [f for b in brokers if len(b.value_b) >= 4 for f in b.value_forms]
         self.keep = max((len(v) for v in self.values), default=1) - 1
         self.held = b""
         self.masked = 0

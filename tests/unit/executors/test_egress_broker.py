@@ -135,11 +135,14 @@ def test_the_placeholder_becomes_the_real_value_only_on_the_way_to_a_listed_host
 def test_basic_auth_userinfo_is_brokered(world):
     n = len(world["https"].seen)
     cred = base64.b64encode(f"x-access-token:{PH}".encode()).decode()
-    status, _ = https_request(world, "POST", "/repo.git/git-receive-pack", {"Authorization": f"Basic {cred}"},
-                              body=b"pack")
+    status, data = https_request(world, "POST", "/repo.git/git-receive-pack", {"Authorization": f"Basic {cred}"},
+                                 body=b"pack")
     assert status == 200
     got = world["https"].seen[n]["headers"]["Authorization"]
     assert base64.b64decode(got.split()[1]).decode() == f"x-access-token:{REAL}"
+    # the server echoes it: base64 of the value comes back masked too (it would decode to the value)
+    echoed = json.loads(data)["authorization"].split()[1]
+    assert echoed != got.split()[1] and REAL not in base64.b64decode(echoed + "==", altchars=b"*-").decode("latin-1")
 
 
 @pytest.mark.parametrize("where", ["header", "url", "body", "basic-auth"])
