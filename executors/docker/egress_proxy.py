@@ -533,6 +533,9 @@ class Proxy:
                 scan = Scanner(st.brokers, name)
                 scan.check(target.encode("latin-1", "replace"))
                 headers, ev["secrets"] = substitute_headers(headers, st.brokers, name)
+                if ev["secrets"]:  # the real value never crosses a network in clear
+                    raise Refused(f"runner egress: secret {', '.join(ev['secrets'])} goes to {name} over https only",
+                                  status=403)
                 rest = self._read_body(conn, headers, rest)
                 scan.check(rest)
                 upstream = self._connect(addrs, port, f"{host}:{port}")

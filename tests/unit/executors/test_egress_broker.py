@@ -321,3 +321,23 @@ def test_a_body_sent_after_100_continue_is_not_waited_for(world):
     assert data.startswith(b"HTTP/1.1 200")
     s.close()
     assert world["plain"].seen[-1]["body"] == "hello"
+
+
+def test_a_brokered_value_never_goes_over_plain_http(world):
+    # api.test brokers the secret, but http:// would carry the real value in clear: refused
+    proxy = world["proxy"]
+    old = proxy.state
+    n = len(world["plain"].seen)
+    try:
+        proxy.reconfigure({**world["cfg"], "allow": [*world["cfg"]["allow"], f"api.test:{world['pp']}",
+                                                      f"127.0.0.1:{world['pp']}"]})
+        c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        c.request("GET", f"http://api.test:{world['pp']}/", headers={"Authorization": f"Bearer {PH}"})
+        r = c.getresponse()
+        assert r.status == 403 and b"over https only" in r.read()
+        c = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        c.request("GET", f"http://api.test:{world['pp']}/", headers={"X-None": "x"})
+        assert c.getresponse().status == 200  # without the placeholder it is an ordinary request
+    finally:
+        proxy.state = old
+    assert [g["headers"].get("Authorization") for g in world["plain"].seen[n:]] == [None]
