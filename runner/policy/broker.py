@@ -24,6 +24,12 @@ class Broker:
                  environ: dict[str, str] | None = None) -> None:
         values = policy.resolve_secrets(environ, workspace)
         self.values = {n: v for n, v in values.items() if policy.secrets[n].brokered}
+        for n, v in self.values.items():
+            if any(c in v for c in "\r\n\0"):
+                from .model import SecretUnavailable
+
+                raise SecretUnavailable(f"secret {n} is brokered into request headers and its value holds a line "
+                                        "break or NUL: refused (it would split the header)")
         self.placeholders = {n: PREFIX + _random.token_hex(16) for n in self.values}
         self.hosts = {n: list(policy.secrets[n].hosts) for n in self.values}
 

@@ -38,6 +38,12 @@ def test_a_secret_with_hosts_puts_a_placeholder_in_the_sandbox_and_keeps_its_val
         p.sandbox_env(environ=env)
 
 
+def test_a_brokered_value_that_would_split_a_header_is_refused():
+    p = pol(GH={"from_env": "GH_REAL", "hosts": ["api.github.com"]})
+    with pytest.raises(Exception, match="line break or NUL"):
+        Broker(p, environ={"GH_REAL": "tok\r\nX-Evil: 1"})
+
+
 @pytest.mark.parametrize("hosts,msg", [
     (["evil.test"], "not in network.allow"), (["*.github.com"], "not a host name"),
     (["10.0.0.1"], "not a host name"), (["api.github.com:443"], "not a host name"),
