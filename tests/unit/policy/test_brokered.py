@@ -112,3 +112,14 @@ def test_an_egress_event_becomes_an_audit_line_with_its_fields(tmp_path):
     ok = log.record_egress({"host": "api.github.com", "port": 443, "decision": "allowed", "intercepted": True,
                             "secrets": ["GH"], "bytes_up": 5, "bytes_down": 7})
     assert ok["status"] == "ok" and ok["output_bytes"] == 7 and ok["egress"]["secrets"] == ["GH"]
+
+
+def test_update_policy_needs_an_egress_to_change(tmp_path):
+    from runner import Runner
+
+    r = Runner(executor="docker", workspace=tmp_path)  # network none: nothing started, nothing to change
+    try:
+        with pytest.raises(RunnerError, match="network mode is none"):
+            r.update_policy({"network": {"allow": ["pypi.org:443"]}})
+    finally:
+        r.close()
