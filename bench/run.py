@@ -274,7 +274,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
     ap.add_argument("--only", default="", help="comma-separated sections: "
-                    "first,exec,tty,tools,steps,custom,density,throughput,memory,peers,serve")
+                    "first,exec,tty,tools,steps,custom,density,throughput,memory,peers,broker,serve")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -319,6 +319,9 @@ def main() -> None:
     step("throughput", lambda: scale.throughput_section(n, args.quick, results))
     step("memory", lambda: scale.flat_memory_section(n, args.quick, results) + flood.flood_section(args.quick, results))
     step("peers", lambda: peers.peers_section(n, results))
+    from bench.broker import broker_section
+
+    step("broker", lambda: broker_section(max(n, 20), results))
     print_summary(results, load_before)
     for title, rows, notes in sections:
         print_table(title, rows, notes)

@@ -74,6 +74,11 @@ class RemoteRunner:
             res.meta["on_output_error"] = relay.error
         return res
 
+    def update_policy(self, changes: dict) -> dict:
+        """As Runner.update_policy, within the tenant's grant (PATCH /v1/sessions/{id}/policy)."""
+        self.start()
+        return self._request("PATCH", f"/v1/sessions/{self.session_id}/policy", changes)
+
     def put_file(self, path: str, data: bytes) -> None:
         self.start()
         self._request("PUT", f"/v1/sessions/{self.session_id}/files/{urllib.parse.quote(path)}", raw=data)

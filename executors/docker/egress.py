@@ -21,6 +21,14 @@ What `start()` builds (and `stop()` removes, also after a failed start):
   and the INPUT / FORWARD drops with ip6tables when the host has IPv6. A Docker `--internal`
   network alone still lets a container reach every service on the host's own addresses.
 
+Brokered secrets (`broker=`: name, placeholder, value, hosts): the proxy is told its allowlist,
+the secrets' values and a leaf certificate per brokering host over its stdin (never its command
+line, which `docker inspect` shows), and again on each `update()` (a live policy change, for new
+connections). The session's CA (egress_tls.SessionCA) stays in this process; the sandbox trusts
+its certificate through `sandbox_mounts()` (the system bundle and /etc/runner-egress-ca) and
+`proxy_env` (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, GIT_SSL_CAINFO, CURL_CA_BUNDLE).
+Each request the proxy sees becomes an event (`on_event(dict)`), which the controller audits.
+
 Docker's embedded DNS (127.0.0.11) forwards names it does not know to the container's upstream
 servers even on an internal network (seen on Docker 20.10: the query left the container's
 namespace for the host's resolver and only the bridge's iptables rules stopped it; with a resolver
@@ -49,6 +57,8 @@ PROXY_PORT = 3128
 LOG_KEEP = 1024 * 1024  # characters of the proxy's log kept in memory (one line per connection)
 SANDBOX_DNS = ["127.0.0.1"]
 COMMENT_PREFIX = "runner-egress:"
+SANDBOX_CA_DIR = "/etc/runner-egress-ca"  # the session CA's certificate and the bundle with it, read-only
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"  # replaced (read-only) by the bundle with the session CA
 
 
 class EgressUnavailable(ExecutorError):
@@ -228,7 +238,8 @@ class Egress:
                  ttl: float = 24 * 3600, image: str = DEFAULT_IMAGE, extra_hosts: dict[str, str] | None = None,
                  max_conns: int = 64, idle_timeout: float = 120, connect_timeout: float = 10,
                  memory: str = "64m", pids: int = 64, ready_timeout: float = 20,
-                 outside_network: str | None = None) -> None:
+                 outside_network: str | None = None, broker: list[dict] | None = None,
+                 tls_ca: dict[str, str] | None = None, on_event=None) -> None:
         if not session or any(c not in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-" for c in session):
             raise InvalidConfig(f"bad session name {session!r}: use letters, digits, '.', '_' and '-'")
         try:
@@ -252,6 +263,12 @@ class Egress:
         self.firewall = Firewall(session)
         self.inside = self.outside = self.proxy = None
         self._log: _LogTail | None = None
+        self.broker = [dict(b) for b in (broker or [])]
+        self.tls_ca = dict(tls_ca or {})  # host -> PEM of the CA its real server is verified with
+        self.on_event = on_event
+        self.ca = None  # egress_tls.SessionCA once started with brokered secrets
+        self.ca_dir: str | None = None  # host directory of the CA certificate and bundle the sandbox mounts
+        self._trust: str | None = None
         self.bridge: str | None = None
         self.subnet: str | None = None
         self.proxy_ip: str | None = None
@@ -279,12 +296,86 @@ class Egress:
     @property
     def proxy_env(self) -> dict[str, str]:
         u = self.proxy_url
-        return {"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
-                "ALL_PROXY": u, "all_proxy": u, "NO_PROXY": "", "no_proxy": ""}
+        env = {"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
+               "ALL_PROXY": u, "all_proxy": u, "NO_PROXY": "", "no_proxy": ""}
+        if self.ca_dir is not None:
+            bundle = f"{SANDBOX_CA_DIR}/bundle.pem"
+            env.update(SSL_CERT_FILE=bundle, REQUESTS_CA_BUNDLE=bundle, CURL_CA_BUNDLE=bundle, GIT_SSL_CAINFO=bundle,
+                       NODE_EXTRA_CA_CERTS=f"{SANDBOX_CA_DIR}/ca.pem")
+        return env
+
+    def sandbox_mounts(self) -> list:
+        """Read-only mounts that make the sandbox trust the session CA (none without brokering)."""
+        if self.ca_dir is None:
+            return []
+        from .config import Mount
+
+        return [Mount(source=self.ca_dir, target=SANDBOX_CA_DIR, read_only=True, scan=False),
+                Mount(source=os.path.join(self.ca_dir, "bundle.pem"), target=SYSTEM_BUNDLE, read_only=True, scan=False)]
 
     def sandbox_config_fields(self) -> dict:
-        """The SandboxConfig fields allowlist mode sets (merge `env` with the sandbox's own)."""
-        return {"network": self.sandbox_network, "dns": self.sandbox_dns, "env": self.proxy_env}
+        """The SandboxConfig fields allowlist mode sets (merge `env` and `mounts` with the sandbox's own)."""
+        fields = {"network": self.sandbox_network, "dns": self.sandbox_dns, "env": self.proxy_env}
+        if self.ca_dir is not None:
+            fields["mounts"] = self.sandbox_mounts()
+        return fields
+
+    # -- brokering and live changes --------------------------------------------------------
+    def _brokering(self) -> None:
+        """The session CA and the directory the sandbox trusts it from (brokered secrets only)."""
+        import tempfile
+
+        from .egress_tls import SessionCA, host_trust_store
+
+        self.ca = SessionCA(self.session, ttl=self.ttl)
+        self._trust = host_trust_store()
+        self.ca_dir = tempfile.mkdtemp(prefix=f"runner-egress-ca-{self.session}-")
+        os.chmod(self.ca_dir, 0o755)  # the sandbox's user reads it; it holds certificates only, no key
+        for name, text in (("ca.pem", self.ca.cert_pem), ("bundle.pem", self._trust.rstrip("\n") + "\n" + self.ca.cert_pem)):
+            path = os.path.join(self.ca_dir, name)
+            with open(path, "w", encoding="ascii") as f:
+                f.write(text)
+            os.chmod(path, 0o644)
+
+    def _proxy_config(self) -> dict:
+        """What the proxy is told on stdin: the allowlist, and with brokering the secrets, a leaf
+        per brokering host and the trust each real server is verified with."""
+        cfg: dict = {"allow": self.allow}
+        if self.broker:
+            if self.ca is None:
+                raise EgressUnavailable("brokered secrets on an egress started without them: restart the session")
+            hosts = sorted({h for b in self.broker for h in b["hosts"]})
+            cfg["broker"] = self.broker
+            cfg["tls"] = {h: self.ca.leaf(h) for h in hosts}
+            cfg["trust"] = {"*": self._trust or "", **self.tls_ca}
+        return cfg
+
+    def _tell(self, cfg: dict) -> None:
+        if self._log is None:
+            raise EgressUnavailable("the egress proxy is not running")
+        self._log.send((json.dumps(cfg, separators=(",", ":")) + "\n").encode("utf-8"))
+
+    def update(self, allow: list[str] | None = None, broker: list[dict] | None = None,
+               tls_ca: dict[str, str] | None = None) -> None:
+        """Change the allowlist (and the brokered secrets' hosts) of the running proxy: new
+        connections follow it at once. Raises InvalidConfig for a bad allowlist."""
+        if allow is not None:
+            try:
+                egress_proxy.parse_allow(allow)
+            except ValueError as e:
+                raise InvalidConfig(str(e)) from None
+        new_allow = list(allow) if allow is not None else self.allow
+        new_broker = [dict(b) for b in broker] if broker is not None else self.broker
+        new_ca = dict(tls_ca) if tls_ca is not None else self.tls_ca
+        if new_broker and self.ca is None:
+            raise InvalidConfig("this session started without brokered secrets: add them with a new session")
+        old = (self.allow, self.broker, self.tls_ca)
+        self.allow, self.broker, self.tls_ca = new_allow, new_broker, new_ca
+        try:
+            self._tell(self._proxy_config())
+        except BaseException:
+            self.allow, self.broker, self.tls_ca = old
+            raise
 
     # -- lifecycle ----------------------------------------------------------------------------
     def __enter__(self) -> "Egress":
@@ -309,6 +400,8 @@ class Egress:
         from .engine import require_image
 
         require_image(self.client, self.image)
+        if self.broker:
+            self._brokering()
         net_labels = L.make_labels(self.session, self.ttl, role="egress-network", extra=self.labels)
         self.inside = self.client.networks.create(self.inside_name, driver="bridge", internal=True,
                                                   labels=net_labels, check_duplicate=True)
@@ -331,11 +424,13 @@ class Egress:
             raise EgressUnavailable(f"the bridge {self.bridge} of {self.inside_name} is not on this host: allowlist "
                                     "mode needs a local engine whose bridges it can firewall")
         self.proxy = self._create_proxy()
-        self._log = _LogTail(self.client.api.attach_socket(self.proxy.id, params={"stdout": 1, "stderr": 1,
-                                                                                   "stream": 1}))
+        self._log = _LogTail(self.client.api.attach_socket(self.proxy.id, params={"stdin": 1, "stdout": 1, "stderr": 1,
+                                                                                   "stream": 1}),
+                             on_event=self._event)
         self.inside.connect(self.proxy, aliases=[PROXY_ALIAS])
         # The engine gives addresses at start; no sandbox is on the network before we return.
         self.proxy.start()
+        self._tell(self._proxy_config())  # it serves once it has read this line
         self.proxy.reload()
         self.proxy_ip = self.proxy.attrs["NetworkSettings"]["Networks"][self.inside_name]["IPAddress"]
         if not self.proxy_ip or ipaddress.ip_address(self.proxy_ip) not in ipaddress.ip_network(self.subnet):
@@ -343,8 +438,16 @@ class Egress:
         self.firewall.install(self.bridge, self.subnet, self.proxy_ip, PROXY_PORT)
         self._wait_ready()
 
+    def _event(self, ev: dict) -> None:
+        if self.on_event is not None:
+            try:
+                self.on_event(ev)
+            except Exception:
+                pass  # an audit that fails must not stop the proxy's log
+
     def _create_proxy(self):
-        cfg = {"allow": self.allow, "port": PROXY_PORT, "clients": [self.subnet], **self.limits}
+        # the allowlist and the secrets come on stdin (_proxy_config), never in the command line
+        cfg = {"control": "stdin", "port": PROXY_PORT, "clients": [self.subnet], **self.limits}
         from docker.types import LogConfig
 
         return self.client.containers.create(
@@ -367,6 +470,7 @@ class Egress:
             extra_hosts=self.extra_hosts or None,
             log_config=LogConfig(type="none"),  # its log is read over attach (_LogTail), never on disk
             environment={},
+            stdin_open=True,  # its configuration (with secret values) comes this way
         )
 
     def _wait_ready(self) -> None:
@@ -447,6 +551,9 @@ class Egress:
                 networks_gone = False
         self.inside = self.outside = None
         # The host stays closed off while a sandbox bridge may still exist.
+        ca_dir, self.ca_dir = getattr(self, "ca_dir", None), None
+        if ca_dir is not None:
+            shutil.rmtree(ca_dir, ignore_errors=True)
         if networks_gone:
             left = self.firewall.remove()
             if left:
@@ -492,6 +599,11 @@ def reap_orphans(client, dry_run: bool = False, only: set[str] | None = None) ->
             eg.own_outside, eg.firewall = True, Firewall(session)
             eg.inside = eg.outside = eg._log = None
             eg.stop()
+            import glob
+            import tempfile
+
+            for d in glob.glob(os.path.join(tempfile.gettempdir(), f"runner-egress-ca-{glob.escape(session)}-*")):
+                shutil.rmtree(d, ignore_errors=True)  # the CA certificate the sandbox trusted (no key)
     return done
 
 
@@ -499,13 +611,15 @@ class _LogTail:
     """The proxy's stdout and stderr, read over attach; the newest LOG_KEEP characters are kept
     in memory (the container logs to no driver: nothing of it lands on the host's disk)."""
 
-    def __init__(self, sock) -> None:
+    def __init__(self, sock, on_event=None) -> None:
         import collections
         import threading
 
         from .process import _raw
 
         self.sock = _raw(sock)
+        self.on_event = on_event
+        self._partial = ""  # a line not yet ended (events are parsed by line)
         self.parts: collections.deque[str] = collections.deque()
         self.size = 0
         self.lock = threading.Lock()
@@ -517,11 +631,29 @@ class _LogTail:
         mux = Frames(self.sock)
         while (item := mux.frame()) is not None:
             text = item[1].decode("utf-8", errors="replace")
+            if self.on_event is not None and item[0] == "stdout":
+                self._events(text)
             with self.lock:
                 self.parts.append(text)
                 self.size += len(text)
                 while self.size > LOG_KEEP and len(self.parts) > 1:
                     self.size -= len(self.parts.popleft())
+
+    def _events(self, text: str) -> None:
+        lines = (self._partial + text).split("\n")
+        self._partial = lines.pop()[-65536:]
+        for line in lines:
+            if line.startswith(egress_proxy.EVENT + " "):
+                try:
+                    ev = json.loads(line[len(egress_proxy.EVENT) + 1:])
+                except ValueError:
+                    continue
+                if isinstance(ev, dict):
+                    self.on_event(ev)
+
+    def send(self, data: bytes) -> None:
+        """Write to the proxy's stdin (its configuration lines)."""
+        self.sock.sendall(data)
 
     def text(self) -> str:
         with self.lock:

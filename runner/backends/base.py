@@ -30,6 +30,8 @@ class Setting:
     workspace: Path  # the host workspace, a real path
     policy: Any  # the effective runner.policy.Policy
     session_id: str
+    broker: Any = None  # runner.policy.broker.Broker: the brokered secrets (allowlist mode of docker)
+    on_egress: Any = None  # called with each request the egress proxy saw (a dict), to audit it
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,13 @@ class Placement:
     def check(self, protected: list[str]) -> None:
         """Refuse a workspace this backend cannot protect, before any sandbox: raises RunnerError
         (UnsafePath for a link on the way) saying why."""
+
+    def update_network(self, policy: Any) -> None:
+        """Apply a changed network policy (allowlist, brokered secrets' hosts) to a live session's
+        shared parts. Raises RunnerError where the backend has no egress to change."""
+        from ..errors import RunnerError
+
+        raise RunnerError(f"backend {self.config.type} cannot change the network of a live session")
 
     def open(self) -> None:
         """Start what the session's sandboxes share (an egress proxy). Raises EngineUnavailable or

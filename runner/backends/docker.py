@@ -280,11 +280,29 @@ class DockerPlacement(Placement):
         from executors.docker.egress import Egress
         from executors.docker.engine import connect
 
+        broker = self.setting.broker
         eg = Egress(connect(), self.setting.session_id, allow=list(pol.network.allow),
                     labels={"runner.tenant": pol.tenant or ""}, image=pol.sandbox.image,
-                    outside_network=self.config.egress_network)
+                    outside_network=self.config.egress_network,
+                    broker=broker.proxy_entries() if broker else None,
+                    tls_ca=broker.tls_ca(pol, self.setting.workspace) if broker else None,
+                    on_event=self.setting.on_egress)
         eg.start()
         self.egress = eg
+
+    def update_network(self, policy) -> None:
+        """The proxy takes the new allowlist and brokered hosts for its next connections."""
+        from ..errors import RunnerError
+
+        if self.egress is None:
+            raise RunnerError("this session has no egress proxy (network mode none, or not started yet)")
+        broker = self.setting.broker
+        entries = None
+        if broker:
+            broker.with_hosts(policy)
+            entries = broker.proxy_entries()
+        self.egress.update(allow=list(policy.network.allow), broker=entries,
+                           tls_ca=broker.tls_ca(policy, self.setting.workspace) if broker else None)
 
     def frozen(self):
         return frozen(self.setting.session_id)
@@ -367,6 +385,7 @@ class DockerPlacement(Placement):
         if self.egress is not None:
             net = {"network": self.egress.sandbox_network, "dns": self.egress.sandbox_dns,
                    "env": {**SANDBOX_ENV, **self.egress.proxy_env}}
+            mounts += self.egress.sandbox_mounts()  # the session CA of brokered secrets (no key)
         return SandboxConfig(image=pol.sandbox.image, limits=pol.limits.sandbox_limits(), mounts=mounts,
                              user=f"{st.st_uid}:{st.st_gid}", workdir=SANDBOX_WORKSPACE, runtime=pol.sandbox.runtime,
                              lifecycle="per-call", session=self.setting.session_id, labels=self.labels(), **net)

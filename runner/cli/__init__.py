@@ -295,6 +295,10 @@ def policy_check(a):
         err(p)
     if not problems:
         out(f"{a.file}: ok")
+        from ..policy import load
+
+        for note in guarded(load, a.file).secret_notes():  # which secrets enter the sandbox
+            out(f"{a.file}: {note}")
     return 1 if problems else 0
 
 

@@ -67,14 +67,17 @@ class Runner:
         from ..tools.dialects import get as get_dialect
 
         self.dialect = get_dialect(self.policy.dialect)  # None, or the tool set of another agent system
-        self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace)
+        from ..policy.broker import Broker
+
+        self.broker = Broker(self.policy, self.workspace)  # secrets with hosts: placeholders in the sandbox
+        self.sandbox_env = self.policy.sandbox_env(workspace=self.workspace, placeholders=self.broker.placeholders)
         self.redactor = Redactor(self.policy.resolve_secrets(workspace=self.workspace))
         self.limiter = RateLimiter.from_policy(self.policy.rate_limits)
         self.audit = AuditLog.from_policy(self.policy.audit, self.redactor)
         self.session_id = session or uuid.uuid4().hex[:12]
         # the sandboxes: where they are, the protected paths, one op at a time (runner/controller/session.py)
-        self.session = Session(backends.Setting(self.workspace, self.policy, self.session_id), self.backend,
-                               self.sandbox_env)
+        self.session = Session(backends.Setting(self.workspace, self.policy, self.session_id, broker=self.broker,
+                                                on_egress=self._audit_egress), self.backend, self.sandbox_env)
         self.placement = self.session.placement
         self.protected = self.session.protected
         self._custom = None  # custom.Catalog, described in the sandbox on first use
@@ -111,6 +114,21 @@ class Runner:
         with self._lock:
             self.session.start()
         return self
+
+    def _audit_egress(self, ev: dict) -> None:
+        """One request the egress proxy saw, in the audit log."""
+        if self.audit is not None and ev.get("event") == "egress":
+            self.audit.record_egress(ev, session=self.session_id, tenant=self.policy.tenant)
+
+    def update_policy(self, changes: dict) -> dict:
+        """Change the network policy of this live session, for its next connections (within a
+        second: the proxy reads it at once): {"network": {"allow": [...], "tls_ca_file": {...}},
+        "secrets": {NAME: {"hosts": [...]}}} (a brokered secret's hosts only). Audited. Returns
+        the new network section and brokered hosts. Raises RunnerError (PolicyError) and leaves
+        the session as it was when the change is not allowed."""
+        from .live_policy import apply
+
+        return apply(self, changes)
 
     def _close_audit(self) -> None:
         if self.audit is not None:

@@ -269,6 +269,9 @@ class NetworkPolicy(Strict):
     allow: list[HostPort] = Field(default_factory=list, description="HOST[:PORT] reachable through the egress proxy: a "
                                   "name, *.domain, an IP address or CIDR ([v6] with a port); no port: 80 and 443")
     search_endpoint: str | None = Field(default=None, description="URL web_search queries")
+    tls_ca_file: dict[str, str] = Field(default_factory=dict, description="HOST: a CA file (PEM, on the controller) "
+                                        "the egress proxy verifies that host's server with when it brokers a secret "
+                                        "to it, instead of the host's trust store (private services)")
 
     @model_validator(mode="after")
     def _check(self) -> "NetworkPolicy":
@@ -284,18 +287,43 @@ class EnvPolicy(Strict):
 
 
 class Secret(Strict):
-    """A named secret, injected into the sandbox as an environment variable of that name.
-    Its value is read at start-up, never stored in the policy and never printed."""
+    """A named secret. Without `hosts` it is injected into the sandbox as an environment variable
+    of that name. With `hosts` it is brokered: the variable holds a placeholder unique to the
+    session, and the egress proxy puts the real value in its place only in the headers of requests
+    to those hosts (runner/policy/broker.py). Its value is read at start-up, never stored in the
+    policy and never printed."""
 
     from_env: EnvName | None = None
     from_file: str | None = None
     required: bool = True
+    hosts: list[str] = Field(default_factory=list, description="brokered: the host names whose requests get the "
+                             "real value from the egress proxy; the sandbox only ever holds a placeholder")
 
     @model_validator(mode="after")
     def _one_source(self) -> "Secret":
         if (self.from_env is None) == (self.from_file is None):
             raise ValueError("give exactly one of from_env or from_file")
         return self
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        from executors.allowlist import ip_literal
+
+        out = []
+        for h in v:
+            name = str(h).strip().rstrip(".").lower()
+            if (not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*", name)
+                    or ip_literal(name) is not None):
+                raise ValueError(f"hosts: {h!r} is not a host name (a name such as api.github.com; no port, "
+                                 "no wildcard, no address)")
+            if name not in out:
+                out.append(name)
+        return out
+
+    @property
+    def brokered(self) -> bool:
+        return bool(self.hosts)
 
     def resolve(self, name: str, environ: dict[str, str] | None = None,
                 workspace: str | os.PathLike | None = None) -> str | None:
@@ -414,6 +442,18 @@ class Policy(Strict):
         clash = sorted(set(self.secrets) & (set(self.env.set) | set(self.env.allow)))
         if clash:
             raise ValueError(f"{', '.join(clash)} both a secret and an env entry: name each variable once")
+        brokered = {n: s for n, s in self.secrets.items() if s.brokered}
+        if brokered:
+            if self.sandbox.executor != "docker" or self.network.mode != "allowlist":
+                raise ValueError(f"secrets {', '.join(sorted(brokered))} have hosts (brokered by the egress proxy): "
+                                 "that needs sandbox.executor docker and network.mode allowlist")
+            from executors.allowlist import name_allowed, parse
+
+            rules = parse(self.network.allow)
+            for n, s in brokered.items():
+                for h in s.hosts:
+                    if not any(name_allowed(rules, h, port) for e in rules for port in e.ports):
+                        raise ValueError(f"secret {n}: host {h} is not in network.allow")
         targets = [m.target for m in self.mounts]
         dup = sorted({t for t in targets if targets.count(t) > 1})
         if dup:
@@ -509,14 +549,36 @@ class Policy(Strict):
         return out
 
     def sandbox_env(self, environ: dict[str, str] | None = None,
-                    workspace: str | os.PathLike | None = None) -> dict[str, str]:
-        """The sandbox environment: fixed values, allowed host variables, then secrets by name."""
+                    workspace: str | os.PathLike | None = None,
+                    placeholders: dict[str, str] | None = None) -> dict[str, str]:
+        """The sandbox environment: fixed values, allowed host variables, then secrets by name; a
+        brokered secret (one with hosts) as its placeholder from `placeholders`, never its value."""
         env = os.environ if environ is None else environ
         out = dict(self.env.set)
         for k in self.env.allow:
             if k in env:
                 out[k] = env[k]
-        out.update(self.resolve_secrets(environ, workspace))
+        values = self.resolve_secrets(environ, workspace)
+        for name, value in values.items():
+            if self.secrets[name].brokered:
+                if placeholders is None or name not in placeholders:
+                    raise SecretUnavailable(f"secret {name} is brokered (hosts: {', '.join(self.secrets[name].hosts)}) "
+                                            "and has no placeholder: its value never enters the sandbox")
+                out[name] = placeholders[name]
+            else:
+                out[name] = value
+        return out
+
+    def secret_notes(self) -> list[str]:
+        """What `runner policy check` says of each secret: whether its value enters the sandbox."""
+        out = []
+        for name, s in self.secrets.items():
+            if s.brokered:
+                out.append(f"secret {name}: brokered: the sandbox holds a placeholder; the egress proxy sends the "
+                           f"real value only to {', '.join(s.hosts)}")
+            else:
+                out.append(f"secret {name}: enters the sandbox as ${name} (no hosts: anything the agent runs can "
+                           "read it)")
         return out
 
     def effective(self, *, protect: list[str] | tuple[str, ...] = (), environ: dict[str, str] | None = None,

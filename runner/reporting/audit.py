@@ -140,6 +140,46 @@ class AuditLog:
         self._append(json_text(rec) + "\n")  # one line whatever a field holds (U+2028, NEL …)
         return rec
 
+    def record_egress(self, ev: dict, *, session: str | None = None, tenant: str | None = None,
+                      ts: float | None = None) -> dict:
+        """One line for one request the egress proxy saw (an event of executors/docker/egress_proxy.py):
+        tool `egress`, call_id `egress`, status ok (allowed) or error (refused, error_type gated),
+        args a preview of host, port, method and path, and an `egress` object: host, port, method,
+        path (when intercepted or plain http), bytes_up, bytes_down, decision, reason, intercepted,
+        secrets (the brokered ones sent), exfiltration (a placeholder on its way to another host)."""
+        allowed = ev.get("decision") == "allowed"
+        when = datetime.fromtimestamp(time.time() if ts is None else ts, tz=timezone.utc)
+        red = self.redactor.redact
+
+        def text(v, limit=PREVIEW_CHARS):
+            return None if v is None else _cut(red(str(v)[:_SHRINK_STR]), limit)
+
+        detail = {
+            "host": text(ev.get("host")), "port": ev.get("port") if isinstance(ev.get("port"), int) else None,
+            "method": text(ev.get("method"), 16), "path": text(ev.get("path")),
+            "bytes_up": int(ev.get("bytes_up") or 0), "bytes_down": int(ev.get("bytes_down") or 0),
+            "decision": "allowed" if allowed else "refused", "reason": text(ev.get("reason")),
+            "intercepted": bool(ev.get("intercepted")), "secrets": [text(n, 64) for n in ev.get("secrets") or []],
+            "exfiltration": bool(ev.get("exfiltration")), "client": text(ev.get("client"), 64),
+        }
+        rec = {
+            "ts": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "call_id": "egress",
+            "session": session,
+            "tenant": tenant,
+            "tool": "egress",
+            "args": self.preview({k: detail[k] for k in ("host", "port", "method", "path") if detail[k] is not None}),
+            "status": "ok" if allowed else "error",
+            "error_type": None if allowed else "gated",
+            "duration_ms": 0.0,
+            "output_bytes": detail["bytes_down"],
+            "egress": detail,
+        }
+        if not allowed and detail["reason"]:
+            rec["error"] = detail["reason"]
+        self._append(json_text(rec) + "\n")
+        return rec
+
     def record_result(self, *, call_id: str, tool: str, args: Any, result, session: str | None = None,
                       tenant: str | None = None, duration_ms: float | None = None, dialect: str | None = None,
                       dialect_tool: str | None = None) -> dict:

@@ -298,6 +298,9 @@ def create_app(state: State) -> FastAPI:
                 raise Problem(499, "the client went away; its command was stopped")
             return work.result()
 
+    from .policy_route import register as register_policy  # PATCH /v1/sessions/{sid}/policy
+
+    register_policy(app, state, tenant=tenant, live_of=live_of, in_turn=in_turn)
     return app
 
 
