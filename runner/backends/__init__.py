@@ -38,11 +38,19 @@ def __getattr__(name: str) -> Any:
 
 
 def _listed() -> dict[str, str]:
-    """The backends of this package: each module but base and conformance, by its CONFIG."""
-    import pkgutil
+    """The backends of this package: each module but base and conformance, by its CONFIG. Listed
+    with os.listdir (pkgutil imports importlib.util and more: `runner exec` imports this package)."""
+    import os
 
-    return {m.name: f"{__name__}.{m.name}:CONFIG" for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
-            if not m.name.startswith("_") and m.name not in _NOT_BACKENDS}
+    names = set()
+    for d in __path__:
+        for entry in os.listdir(d):
+            if entry.endswith(".py"):
+                names.add(entry[:-3])
+            elif entry.isidentifier() and os.path.isfile(os.path.join(d, entry, "__init__.py")):
+                names.add(entry)
+    return {n: f"{__name__}.{n}:CONFIG" for n in sorted(names)
+            if n.isidentifier() and not n.startswith("_") and n not in _NOT_BACKENDS}
 
 
 BACKENDS: dict[str, str] = _listed()

@@ -12,7 +12,6 @@ leaves it out).
 """
 from __future__ import annotations
 
-import json
 import os
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -210,6 +209,8 @@ def inspect_run(engine, ref: str, role: str) -> dict | None:
 
 def list_runs(engine, role: str, all_: bool) -> list[dict]:
     """runner's containers of that role (running ones; every one with all_), as the engine lists them."""
+    import json
+
     from executors.docker import labels as L
     from executors.docker.wire import quote
 

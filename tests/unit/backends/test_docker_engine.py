@@ -15,7 +15,7 @@ def test_runner_exec_and_its_detached_runs_load_neither_pydantic_nor_the_sdk():
             "from runner.backends import docker_engine\n"
             "cfg = exec_cmd.plain_config(exec_cmd.ExecOptions(cmd=['true'], env=['A=1'], memory='64m'))\n"
             "assert cfg.image == 'runner/base:latest' and cfg.env == {'A': '1'} and cfg.limits.memory == 64 << 20\n"
-            "print(sorted(m for m in ('pydantic', 'docker', 'yaml') if m in sys.modules))")
+            "print(sorted(m for m in ('pydantic', 'docker', 'yaml', 'pkgutil') if m in sys.modules))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip().splitlines()[-1] == "[]"
