@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,11 +36,17 @@ def _child(ws: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+_call_cpu: list[float] = []  # seconds of CPU (user + system) of each `runner call` process
+
+
 def _runner_call(ws: str) -> None:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     p = subprocess.run([RUNNER, "call", "bash", json.dumps({"command": COMMAND}), "--workspace", ws],
                        capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if p.returncode != 0 or '"hi' not in p.stdout:
         raise RuntimeError(f"runner call: {p.returncode} {p.stdout[-300:]} {p.stderr[-300:]}")
+    _call_cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
 def _session_first_answer(ws: str) -> float:
@@ -63,6 +70,7 @@ def _session_first_answer(ws: str) -> float:
 def first_section(n: int, results: dict, image: str, workspace) -> list[tuple]:
     from bench.run import timed_together
 
+    _call_cpu.clear()
     ws = str(workspace("runner-bench-first-"))
     os.chmod(ws, 0o777)
     phases: list[dict] = []
@@ -84,6 +92,7 @@ def first_section(n: int, results: dict, image: str, workspace) -> list[tuple]:
     rows = [  # (what, samples, the baseline's samples; None: this is a baseline, "": an absolute figure)
         (f"raw `docker run --rm --network none IMG sh -c '{COMMAND}'`", docker, None),
         ("`runner call bash` (CLI: start to exit)", call, docker),
+        ("`runner call bash`: its process's CPU (user + system)", _call_cpu[-len(call):], ""),
         ("`runner session`: start to its first answer", firsts, docker),
         ("fresh process: `from runner import Runner`", imports, ""),
         ("fresh process: Runner() and start", starts, docker),
@@ -93,7 +102,8 @@ def first_section(n: int, results: dict, image: str, workspace) -> list[tuple]:
     ]
     notes = ["each runner figure took turns with the `docker run` beside it (same image, same command); "
              "a fresh process's phases are timed inside it (bench/first_child.py), its interpreter's own "
-             "start not counted",
+             "start not counted; the CPU a `runner call` process used is a figure that a loaded machine "
+             "(other processes taking turns on the cores) changes less than its time",
              "close() answers at once: the container's removal runs after it (runner/controller/finisher.py), and the "
              "process waits for it before it exits (counted in `runner call`'s figure)"]
     return [("first result: a new process, against `docker run --rm` in the same run", rows, notes)]

@@ -16,19 +16,41 @@ is made.
 from __future__ import annotations
 
 import importlib
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 
-from .base import BackendConfig, Placement, Setting, ToolFolder
+if TYPE_CHECKING:
+    from .base import BackendConfig, Placement, Setting, ToolFolder
 
-_NOT_BACKENDS = ("base", "conformance")  # the modules of this package that are no backend
+# the modules of this package that are no backend (docker_engine: the docker backend's
+# standard-library half, for `runner exec` and `runner images`)
+_NOT_BACKENDS = ("base", "conformance", "docker_engine")
+_BASE = ("BackendConfig", "Placement", "Setting", "ToolFolder")
+
+
+def __getattr__(name: str) -> Any:
+    """base.py's names, imported on first use (it is pydantic): `runner exec` imports this package
+    for docker_engine, and never loads pydantic."""
+    if name in _BASE:
+        from . import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _listed() -> dict[str, str]:
-    """The backends of this package: each module but base and conformance, by its CONFIG."""
-    import pkgutil
+    """The backends of this package: each module but base and conformance, by its CONFIG. Listed
+    with os.listdir (pkgutil imports importlib.util and more: `runner exec` imports this package)."""
+    import os
 
-    return {m.name: f"{__name__}.{m.name}:CONFIG" for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
-            if not m.name.startswith("_") and m.name not in _NOT_BACKENDS}
+    names = set()
+    for d in __path__:
+        for entry in os.listdir(d):
+            if entry.endswith(".py"):
+                names.add(entry[:-3])
+            elif entry.isidentifier() and os.path.isfile(os.path.join(d, entry, "__init__.py")):
+                names.add(entry)
+    return {n: f"{__name__}.{n}:CONFIG" for n in sorted(names)
+            if n.isidentifier() and not n.startswith("_") and n not in _NOT_BACKENDS}
 
 
 BACKENDS: dict[str, str] = _listed()
@@ -61,6 +83,8 @@ def union() -> Any:
 
 def parse(data: Any) -> BackendConfig:
     """A backend config from a dict ({"type": NAME, ...}) or a config; pydantic says what is wrong."""
+    from .base import BackendConfig
+
     if isinstance(data, BackendConfig):
         return data
     from pydantic import TypeAdapter
@@ -71,6 +95,8 @@ def parse(data: Any) -> BackendConfig:
 def for_policy(name: str, given: Any = None, **settings: Any) -> BackendConfig:
     """The config of the backend a policy names (`sandbox.executor`), from what the caller gave:
     a config of that backend or its dict, and the Runner's backend keywords (ssh=, egress_network=)."""
+    from .base import BackendConfig
+
     cls = config_class(name)
     if isinstance(given, BackendConfig) and not isinstance(given, cls):
         raise ValueError(f"a {given.type} backend config was given, but the policy's sandbox.executor is {name}")

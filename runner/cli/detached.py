@@ -18,11 +18,7 @@ container is refused.
 """
 from __future__ import annotations
 
-import json
-import os
 import re
-
-from executors.docker import labels as L
 
 from ..errors import RunnerError, UsageError
 
@@ -36,19 +32,17 @@ _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 
 
 def _engine(host: str | None):
-    from executors.docker.wire import Engine, socket_path
+    from ..backends.docker_engine import local_engine
 
-    path = socket_path(host)
-    if path is None:
+    engine = local_engine(host)
+    if engine is None:
         raise UsageError("detached runs: only with a local engine (unix socket), not over tcp:// or ssh://")
-    return Engine(path, host)
+    return engine
 
 
 def start(o, cfg) -> int:
     """Create and start o's container detached; print its id. cfg: exec_cmd.plain_config(o)."""
-    from executors.docker import oneshot
-    from executors.docker.runtimes import StartFailed, chosen, started
-    from executors.docker.wire import EngineRefused
+    from ..backends.docker_engine import start_detached
 
     if o.timeout is not None:
         raise UsageError("-d with --timeout: a detached run has no runner to time it; stop it with `runner stop`")
@@ -60,67 +54,27 @@ def start(o, cfg) -> int:
     engine = _engine(o.host)
     cfg.ttl = o.ttl or DEFAULT_TTL
     cfg.labels = {NAME: o.name or ""}
-    key = engine.base_url or ""
-    runtime = chosen(cfg.runtime, key, lambda: engine.json("GET", "/info"))
-
-    def run(rt):
-        body = oneshot.body_for(cfg, o.cmd, os.urandom(6).hex(), rt, tty=o.tty)
-        body["Labels"][L.ROLE] = ROLE
-        body.update(AttachStdin=False, AttachStdout=False, AttachStderr=False, OpenStdin=o.interactive,
-                    StdinOnce=False)
-        hc = body["HostConfig"]
-        hc["LogConfig"] = {"Type": "json-file", "Config": {"max-size": LOG_FILE_SIZE, "max-file": LOG_FILES}}
-        hc["AutoRemove"] = bool(o.rm)
-        name = f"?name={o.name}" if o.name else ""
-        try:
-            cid = engine.json("POST", f"/containers/create{name}", body)["Id"]
-        except EngineRefused as e:
-            from executors.docker.engine import image_missing
-
-            if e.status == 404 and "image" in e.message.lower():
-                raise image_missing(cfg.image) from None
-            if e.status == 409:
-                raise RunnerError(f"--name {o.name}: a container of that name exists already") from None
-            raise
-        try:
-            engine.json("POST", f"/containers/{cid}/start")
-        except EngineRefused as e:
-            oneshot.remove_container(engine, cid)
-            raise StartFailed(e) from None
-        return cid
-
-    try:
-        cid = started(runtime, cfg.runtime, key, run)
-    except StartFailed as e:
-        raise e.error from None
-    print(cid)
+    print(start_detached(engine, cfg, o.cmd, role=ROLE, tty=o.tty, interactive=o.interactive, remove=o.rm,
+                         name=o.name, log={"max-size": LOG_FILE_SIZE, "max-file": LOG_FILES}))
     return 0
 
 
 def _find(engine, ref: str) -> dict:
     """The container of one of runner's detached runs by name or id (a prefix of it)."""
-    from executors.docker.wire import EngineRefused, quote
+    from ..backends.docker_engine import inspect_run
 
     if not _NAME.match(ref):  # a name or an id: nothing else goes into the engine's URL
         raise RunnerError(f"no detached run {ref!r} (`runner ps -a` lists them)")
-    try:
-        info = engine.json("GET", f"/containers/{quote(ref)}/json")
-    except EngineRefused as e:
-        if e.status == 404:
-            raise RunnerError(f"no detached run {ref!r} (`runner ps -a` lists them)") from None
-        raise
-    labels = (info.get("Config") or {}).get("Labels") or {}
-    if labels.get(L.MANAGED) != "true" or labels.get(L.ROLE) != ROLE:
-        raise RunnerError(f"{ref!r} is no detached run of runner: runner leaves other containers alone")
+    info = inspect_run(engine, ref, ROLE)
+    if info is None:
+        raise RunnerError(f"no detached run {ref!r} (`runner ps -a` lists them)")
     return info
 
 
 def listing(host: str | None, all_: bool) -> list[dict]:
-    from executors.docker.wire import quote
+    from ..backends.docker_engine import list_runs
 
-    engine = _engine(host)
-    filters = quote(json.dumps({"label": [f"{L.MANAGED}=true", f"{L.ROLE}={ROLE}"]}))
-    rows = engine.json("GET", f"/containers/json?all={int(all_)}&filters={filters}") or []
+    rows = list_runs(_engine(host), ROLE, all_)
     return [{"id": c["Id"][:12], "name": (c.get("Names") or ["/"])[0].lstrip("/"), "image": c.get("Image", ""),
              "command": c.get("Command", ""), "status": c.get("Status", "")} for c in rows]
 
@@ -128,35 +82,21 @@ def listing(host: str | None, all_: bool) -> list[dict]:
 def logs(host: str | None, ref: str, follow: bool) -> int:
     """Write the run's output as it was logged (stdout to stdout, stderr to stderr); with follow,
     go on until the run ends."""
-    from executors.docker.oneshot import _pump
-    from executors.docker.wire import Frames, Raw
-
+    from ..backends.docker_engine import copy_logs
     from .exec_cmd import _on_output
 
     engine = _engine(host)
-    info = _find(engine, ref)
-    sock, early = engine.stream(f"/containers/{info['Id']}/logs?stdout=1&stderr=1&follow={int(follow)}")
-    try:
-        stream = Raw(sock, early) if (info.get("Config") or {}).get("Tty") else Frames(sock, early)
-        _pump(engine, info["Id"], stream, _on_output, None)
-    finally:
-        sock.close()
+    copy_logs(engine, _find(engine, ref), follow, _on_output)
     return 0
 
 
 def stop(host: str | None, ref: str, grace: float) -> int:
     """SIGTERM, SIGKILL after grace seconds, then remove it (and its log)."""
-    from executors.docker.oneshot import remove_container
-    from executors.docker.wire import EngineRefused
+    from ..backends.docker_engine import stop_and_remove
 
     engine = _engine(host)
     info = _find(engine, ref)
-    try:
-        engine.json("POST", f"/containers/{info['Id']}/stop?t={int(grace)}", timeout=grace + 60)
-    except EngineRefused as e:
-        if e.status not in (304, 404):
-            raise
-    remove_container(engine, info["Id"])
+    stop_and_remove(engine, info["Id"], grace)
     print(info["Name"].lstrip("/"))
     return 0
 
@@ -164,39 +104,19 @@ def stop(host: str | None, ref: str, grace: float) -> int:
 def attach(host: str | None, ref: str) -> int:
     """Its output here, stdin (when it was started with -i) there, signals passed on, until it
     ends; its exit status. With a terminal (-t) the caller's terminal is raw meanwhile."""
-    from executors.docker.oneshot import _feed, _pump, _resize
-    from executors.docker.wire import EngineRefused, Frames, Raw
-
+    from ..backends.docker_engine import attach_run
     from .exec_cmd import _is_terminal, _on_output, _stdin, raw_terminal, terminal_size
     from .interrupts import relayed
 
     engine = _engine(host)
     info = _find(engine, ref)
-    cid, config = info["Id"], info.get("Config") or {}
+    config = info.get("Config") or {}
     tty, interactive = bool(config.get("Tty")), bool(config.get("OpenStdin"))
     if tty and interactive and not _is_terminal(0):
         raise UsageError("attach: the run has a terminal and stdin is not one")
-    sock, early = engine.hijack(f"/containers/{cid}/attach?stream=1&stdin={int(interactive)}&stdout=1&stderr=1")
-    try:
-        with relayed() as relay, raw_terminal(0 if tty and interactive else None):
-            if tty:
-                _resize(engine, cid, terminal_size())
-            stop_feeding = _feed(sock, _stdin() if interactive else None) if interactive else (lambda: None)
-            relay.active = True
-            try:
-                _pump(engine, cid, Raw(sock, early) if tty else Frames(sock, early), _on_output, None, relay,
-                      tty=terminal_size if tty else None)
-            finally:
-                relay.active = False
-                stop_feeding()
-    finally:
-        sock.close()
-    try:
-        return int(engine.json("POST", f"/containers/{cid}/wait", timeout=None)["StatusCode"])
-    except EngineRefused as e:
-        if e.status == 404:  # removed as it ended (--rm): its status went with it
-            return 0
-        raise
+    with relayed() as relay, raw_terminal(0 if tty and interactive else None):
+        return attach_run(engine, info, stdin=_stdin() if interactive else None, on_output=_on_output, relay=relay,
+                          size=terminal_size)
 
 
 def printable_rows(rows: list[dict]) -> list[str]:

@@ -7,8 +7,10 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from executors.defaults import DEFAULT_IMAGE, OOM_EXIT, TIMEOUT_EXIT
+from executors.defaults import OOM_EXIT, TIMEOUT_EXIT
 
+from ..backends.docker_engine import build_config, parse_env, plain_config  # noqa: F401  (serve's exec, the tests)
+from ..backends.docker_engine import qualify as _qualify  # noqa: F401  (serve's images)
 from ..errors import UsageError
 
 
@@ -42,97 +44,9 @@ class ExecOptions:
     ttl: float | None = None  # with -d: seconds until `runner gc` may remove it
 
 
-def parse_env(items: list[str]) -> dict[str, str]:
-    """K=V sets a value; a bare K copies it from this environment (an explicit grant)."""
-    env = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
-            raise UsageError(f"bad --env {item!r}: use NAME=VALUE or NAME")
-        if not eq:
-            if key not in os.environ:
-                raise UsageError(f"--env {key}: not set in this environment; use {key}=VALUE")
-            value = os.environ[key]
-        env[key] = value
-    return env
-
-
-def plain_config(o: ExecOptions):
-    """The sandbox `o` asks for, checked, as a SandboxConfig's fields on a plain object: standard
-    library only (the local engine's path never loads pydantic). Raises UsageError."""
-    from types import SimpleNamespace
-
-    from executors.defaults import parse_size
-    from executors.docker.hardening import DEFAULTS, check_tmpfs, device_request
-    from executors.docker.mounts import check_mount, parse_mount
-    from executors.errors import InvalidConfig
-
-    if o.stop_timeout < 0:
-        raise UsageError(f"bad --stop-timeout {o.stop_timeout:g}: give a number of seconds, 0 or more")
-    if o.timeout is not None and o.timeout <= 0:
-        raise UsageError(f"bad --timeout {o.timeout}: give a positive number of seconds")
-    if o.network not in ("none", "bridge"):
-        raise UsageError(f"bad --network {o.network!r}: use none or bridge")
-    for name, value in (("cpus", o.cpus), ("pids", o.pids)):
-        if value is not None and not value > 0:
-            raise UsageError(f"bad --{name} value: Input should be greater than 0")
-    try:
-        memory = None if o.memory is None else parse_size(o.memory)
-    except ValueError as e:
-        raise UsageError(f"bad --memory value: {e}") from None
-    try:
-        shm_size = None if o.shm_size is None else parse_size(o.shm_size)
-    except ValueError as e:
-        raise UsageError(f"bad --shm-size value: {e}") from None
-    try:
-        tmpfs = dict(check_tmpfs(t, o.force_unsafe_mounts) for t in o.tmpfs)
-        if o.gpus is not None:
-            device_request(o.gpus)
-        ports = []
-        if o.publish:  # (its module only when asked: the path of a plain run stays short)
-            from executors.docker.publish import parse_publish
-
-            ports = [parse_publish(p) for p in o.publish]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    try:
-        mounts = [SimpleNamespace(source=src, target=dst, read_only=ro, scan=True)
-                  for src, dst, ro in map(parse_mount, o.mounts)]
-        given = {"network": o.network, **({"user": o.user} if o.user else {})}
-        cfg = SimpleNamespace(**{**DEFAULTS, **given}, image=_qualify(o.image or DEFAULT_IMAGE), dns=None,
-                              limits=SimpleNamespace(memory=memory, cpus=o.cpus, pids=o.pids, tmpfs=None),
-                              mounts=mounts, env=parse_env(o.env), workdir=o.workdir, runtime=o.runtime,
-                              lifecycle="per-call", cap_add=[], force_unsafe_mounts=o.force_unsafe_mounts,
-                              session=os.urandom(6).hex(), ttl=(o.timeout or 86400) + 600, labels={},
-                              tmpfs=tmpfs, shm_size=shm_size, gpus=o.gpus,
-                              publish=[tuple(p) for p in ports] if o.network != "none" else [],
-                              entrypoint=None if o.entrypoint is None else [o.entrypoint] if o.entrypoint else [])
-        for m in mounts:
-            check_mount(m, o.force_unsafe_mounts)
-    except InvalidConfig as e:
-        raise UsageError(str(e)) from None
-    return cfg
-
-
-def build_config(o: ExecOptions):
-    """plain_config(o) as a SandboxConfig (the Docker SDK's path, and `runner serve`'s exec)."""
-    from executors.docker.config import Mount, SandboxConfig
-    from executors.models import Limits
-
-    p = plain_config(o)
-    fields = {k: v for k, v in vars(p).items() if k not in ("limits", "mounts")}
-    return SandboxConfig(**fields, limits=Limits(**vars(p.limits)), mounts=[Mount(**vars(m)) for m in p.mounts])
-
-
-def _qualify(image: str) -> str:
-    """Docker treats a name without a tag as :latest; say so explicitly."""
-    last = image.rsplit("/", 1)[-1]
-    return image if ":" in last or "@" in image else f"{image}:latest"
-
-
 def run(o: ExecOptions) -> int:
     """Run the command; return its exit status (124 on timeout, 137 on OOM)."""
-    from executors.docker.wire import socket_path
+    from ..backends.docker_engine import local_engine
 
     if o.detach:
         from .detached import start
@@ -140,9 +54,9 @@ def run(o: ExecOptions) -> int:
         return start(o, plain_config(o))
     if o.name is not None or o.ttl is not None:
         raise UsageError("--name and --ttl are for detached runs (-d)")
-    path = socket_path(o.host)
+    engine = local_engine(o.host)
     try:
-        code, timed_out, oom = _run_local(o, path) if path is not None else _run_sdk(o)
+        code, timed_out, oom = _run_local(o, engine) if engine is not None else _run_sdk(o)
     except Exception as e:
         if o.gpus and "could not select device driver" in str(e):
             from ..errors import RunnerError
@@ -232,12 +146,10 @@ class StartGate:
         return code
 
 
-def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
-    """The local engine, over its unix socket with the standard library (executors/docker/oneshot.py):
+def _run_local(o: ExecOptions, engine) -> tuple[int, bool, bool]:
+    """The local engine, over its unix socket with the standard library (runner/backends/docker_engine.py):
     no docker-py, no pydantic, one round trip per step."""
-    from executors.docker import oneshot
-    from executors.docker.wire import Engine
-
+    from ..backends.docker_engine import published, run_once
     from .interrupts import relayed
 
     cfg = plain_config(o)
@@ -249,30 +161,12 @@ def _run_local(o: ExecOptions, path: str) -> tuple[int, bool, bool]:
     # container is removed on the way out. While it runs they, QUIT, USR1, USR2 and WINCH are
     # passed on to it (as `docker run` does), and it is killed --stop-timeout seconds after one
     # that asks it to end.
-    engine = Engine(path, o.host)
-    with relayed() as relay, _published(engine, cfg, o) as on_start, \
+    with relayed() as relay, published(engine, cfg, o.publish) as on_start, \
             raw_terminal(0 if o.tty and o.interactive else None):
-        res = oneshot.run(engine, cfg, o.cmd, stdin=stdin, on_output=gate.output, timeout=o.timeout,
+        res = run_once(engine, cfg, o.cmd, stdin=stdin, on_output=gate.output, timeout=o.timeout,
                           relay=relay, stop_timeout=o.stop_timeout, tty=terminal_size if o.tty else None,
                           on_start=on_start)
     return gate.close(res.exit_code), res.timed_out, res.oom_killed
-
-
-@contextmanager
-def _published(engine, cfg, o: ExecOptions):
-    """-p without egress (network none): the sandbox goes on a closed network of its own and
-    runner relays the ports (executors/docker/publish.py); yields what to call once it runs."""
-    if not o.publish or o.network != "none":
-        yield None
-        return
-    from executors.docker.publish import Relay, parse_publish
-
-    from executors.docker.egress import SANDBOX_DNS
-
-    with Relay(engine, cfg.session, cfg.ttl, [parse_publish(p) for p in o.publish]) as r:
-        cfg.network = r.network
-        cfg.dns = list(SANDBOX_DNS)  # the engine's resolver forwards unknown names upstream even here
-        yield r.connect
 
 
 def _run_sdk(o: ExecOptions) -> tuple[int, bool, bool]:

@@ -82,17 +82,11 @@ def resolve(name: str) -> Recipe:
     raise KeyError(f"no recipe for image {name!r}; known: {', '.join(RECIPES)}")
 
 
-def status(client, recipe: Recipe) -> tuple[str, object | None]:
-    """('missing' | 'stale' | 'ok', image or None)."""
-    import docker.errors
+def status(client, recipe: Recipe) -> tuple[str, dict | None]:
+    """('missing' | 'stale' | 'ok', the image's {id, short_id, size} or None)."""
+    from ..backends.docker_engine import image_state
 
-    try:
-        img = client.images.get(recipe.name)
-    except docker.errors.ImageNotFound:
-        return "missing", None
-    if (img.labels or {}).get(RECIPE_LABEL) != recipe.digest():
-        return "stale", img
-    return "ok", img
+    return image_state(client, recipe.name, RECIPE_LABEL, recipe.digest())
 
 
 def build(client, name: str | None = None, force: bool = False, progress: Progress | None = None) -> list[str]:
@@ -128,10 +122,9 @@ def _build_one(client, recipe: Recipe, force: bool, say: Progress, built: list[s
     else:
         _build_dockerfile(client, recipe, say)
     if old is not None:  # the replaced image is now untagged: drop it unless something uses it
-        try:
-            client.images.remove(old.id, noprune=False)
-        except Exception:
-            pass
+        from ..backends.docker_engine import remove_image
+
+        remove_image(client, old["id"])
     built.append(recipe.name)
     say(f"images: built {recipe.name}")
 
@@ -154,8 +147,9 @@ def _build_rootfs(client, recipe: Recipe, say: Progress) -> None:
     conf = (recipe.path / "import.conf").read_text().splitlines()
     changes = [line for line in conf if line.strip() and not line.startswith("#")]
     changes.append(f"LABEL {RECIPE_LABEL}={recipe.digest()}")
-    repo, tag = recipe.name.split(":")
-    client.api.import_image_from_file(str(tarball), repository=repo, tag=tag, changes=changes)
+    from ..backends.docker_engine import import_image
+
+    import_image(client, str(tarball), recipe.name, changes)
 
 
 def _prepare(recipe: Recipe, context: Path, say: Progress) -> None:
@@ -183,19 +177,9 @@ def _build_dockerfile(client, recipe: Recipe, say: Progress) -> None:
     with tempfile.TemporaryDirectory(prefix="runner-image-") as tmp:
         context = Path(tmp) / "context"
         _prepare(recipe, context, say)
-        _docker_build(client, recipe, context, say)
+        from ..backends.docker_engine import build_image
 
-
-def _docker_build(client, recipe: Recipe, context: Path, say: Progress) -> None:
-    import docker.errors
-
-    stream = client.api.build(path=str(context), tag=recipe.name, rm=True, forcerm=True, decode=True,
-                              pull=False, labels={RECIPE_LABEL: recipe.digest()})
-    for chunk in stream:
-        if "stream" in chunk and chunk["stream"].strip():
-            say("  " + chunk["stream"].rstrip())
-        if "error" in chunk:
-            raise docker.errors.BuildError(chunk["error"], [])
+        build_image(client, str(context), recipe.name, {RECIPE_LABEL: recipe.digest()}, say)
 
 
 def listing(client) -> list[dict]:
@@ -204,8 +188,8 @@ def listing(client) -> list[dict]:
         state, img = status(client, recipe)
         rows.append({
             "name": recipe.name, "state": state,
-            "id": img.short_id.split(":")[-1] if img else "",
-            "size_mb": round(img.attrs.get("Size", 0) / 1e6) if img else 0,
+            "id": img["short_id"] if img else "",
+            "size_mb": round(img["size"] / 1e6) if img else 0,
             "description": recipe.description, "optional": recipe.optional,
         })
     return rows

@@ -33,7 +33,7 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
     from ..untrusted.printable import json_text
 
     args = parse_args_json(args_text)
-    with make_runner(workspace, executor, policy, protect, dialect, warned=False) as r:
+    with make_runner(workspace, executor, policy, protect, dialect, warned=False, one_call=True) as r:
         require_engine(r)
         warn(r.warnings())
         res = r.call(tool, args)

@@ -523,10 +523,12 @@ def open_tty(path: str = "/dev/tty"):
 
 
 def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str],
-                dialect: str | None = None, *, warned: bool = True):
+                dialect: str | None = None, *, warned: bool = True, one_call: bool = False):
     """The Runner of a command that runs tools. warned: its warnings (warn) said now, else the
-    caller says them once the engine answered (an engine that does not is one line alone)."""
-    kw: dict[str, Any] = {}
+    caller says them once the engine answered (an engine that does not is one line alone).
+    one_call: it makes one call and ends (`runner call`): one sandbox, told so (per-call, no warm
+    pool), whatever the policy's lifecycle; the same call either way."""
+    kw: dict[str, Any] = {"lifecycle": "per-call", "pool_size": 0} if one_call else {}
     r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
     if warned:
         try:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from .model import Policy
@@ -26,6 +25,11 @@ from .problems import PolicyError, Problem, _dotted, from_validation
 
 ENV_POLICY_DIR = "RUNNER_POLICY_DIR"
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "policies"
+# The presets of BUILTIN_DIR as parsed (PARSED_FILE: {file name: {sha256 of its text, data}}), so
+# that a Runner of a preset imports no YAML parser: PyYAML's import compiles its regular
+# expressions, ~25% of a fresh process's Runner() (issue 52). Used only for the very text it was
+# made of (the hash); write_parsed() makes it, and tests/unit/policy say it is current.
+PARSED_FILE = BUILTIN_DIR / "parsed.json"
 
 
 # -- where policies live -------------------------------------------------------------------
@@ -77,15 +81,56 @@ def find_policy(name_or_path: str, environ: dict[str, str] | None = None, relati
 @dataclass
 class _Layer:
     file: str
-    root: yaml.Node | None
+    root: Any  # its yaml.Node (for the lines of problems); None: an empty file, or a preset's parsed data
     data: dict
+    parsed: bool = False  # from PARSED_FILE
 
 
 def load(name_or_path: str, environ: dict[str, str] | None = None) -> Policy:
     """A Policy from a preset name or a YAML file. Raises PolicyError."""
     path = find_policy(name_or_path, environ)
-    layers = _read_chain(path, environ, [])
-    return _validate(layers)
+    layers = _read_chain(path, environ, [], parsed=True)
+    try:
+        return _validate(layers)
+    except PolicyError:
+        if not any(layer.parsed for layer in layers):
+            raise
+    return _validate(_read_chain(path, environ, []))  # (a preset the model refuses: said with the YAML's lines)
+
+
+def _parsed(path: Path, text: str, display: str) -> "_Layer | None":
+    """The layer of a preset of BUILTIN_DIR from PARSED_FILE, if that holds this very text's."""
+    import hashlib
+    import json
+
+    if path.parent != BUILTIN_DIR:
+        return None
+    try:
+        known = json.loads(PARSED_FILE.read_text(encoding="utf-8")).get(path.name)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(known, dict) or known.get("sha256") != hashlib.sha256(text.encode("utf-8")).hexdigest():
+        return None
+    data = known.get("data")
+    return _Layer(display, None, data, parsed=True) if isinstance(data, dict) else None
+
+
+def parsed_presets() -> dict:
+    """What PARSED_FILE should hold: each preset of BUILTIN_DIR parsed as load() parses it."""
+    import hashlib
+
+    out = {}
+    for f in sorted(BUILTIN_DIR.glob("*.yaml")):
+        text = _read_bounded(f)
+        out[f.name] = {"sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(), "data": _parse(text, f.name).data}
+    return out
+
+
+def write_parsed() -> None:
+    """Write PARSED_FILE (after a preset changed)."""
+    import json
+
+    PARSED_FILE.write_text(json.dumps(parsed_presets(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def load_text(text: str, filename: str = "<policy>", environ: dict[str, str] | None = None) -> Policy:
@@ -105,7 +150,7 @@ def _display(path: Path) -> str:
         return str(path)
 
 
-def _read_chain(path: Path, environ, seen: list[Path]) -> list[_Layer]:
+def _read_chain(path: Path, environ, seen: list[Path], parsed: bool = False) -> list[_Layer]:
     real = path.resolve()
     if real in seen:
         chain = " -> ".join(_display(p) for p in seen + [real])
@@ -114,14 +159,14 @@ def _read_chain(path: Path, environ, seen: list[Path]) -> list[_Layer]:
         text = _read_bounded(path)
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise PolicyError(f"{_display(path)}: cannot read: {e}") from None
-    layer = _parse(text, _display(path))
+    layer = (parsed and _parsed(path, text, _display(path))) or _parse(text, _display(path))
     layers = [layer]
     base = layer.data.get("extends")
     if base is not None:
         if not isinstance(base, str):
             raise PolicyError([Problem(layer.file, _line_of(layer.root, ("extends",)), "extends",
                                        "must be a preset name or a file path")])
-        layers += _read_chain(find_policy(base, environ, path.parent), environ, seen + [real])
+        layers += _read_chain(find_policy(base, environ, path.parent), environ, seen + [real], parsed)
     return layers
 
 
@@ -148,6 +193,8 @@ def _read_bounded(path: Path) -> str:
 def _check_shape(root, filename: str) -> None:
     """Refuse a YAML tree that would take the rest of the loading down: nested deeper than
     MAX_DEPTH, or more than MAX_NODES nodes once aliases are expanded. Walked without recursion."""
+    import yaml
+
     seen, stack = 0, [(root, 1)]
     while stack:
         node, d = stack.pop()
@@ -165,6 +212,8 @@ def _check_shape(root, filename: str) -> None:
 
 
 def _parse(text: str, filename: str) -> _Layer:
+    import yaml
+
     if len(text) > MAX_BYTES:
         raise PolicyError([Problem(filename, None, "", f"larger than {MAX_BYTES} bytes")])
     loader = yaml.SafeLoader(text)
@@ -195,6 +244,8 @@ def _parse(text: str, filename: str) -> _Layer:
 
 
 def _duplicates(node, filename: str, path: tuple) -> list[Problem]:
+    import yaml
+
     out: list[Problem] = []
     if isinstance(node, yaml.MappingNode):
         first: dict[str, int] = {}
@@ -243,6 +294,8 @@ def _validate(layers: list[_Layer]) -> Policy:
 # -- error messages ------------------------------------------------------------------------
 def _walk(root, loc: tuple):
     """(deepest node found, its key node, how many parts matched)."""
+    import yaml
+
     node, key_node, depth = root, None, 0
     for part in loc:
         if part == "[key]":

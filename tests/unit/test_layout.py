@@ -72,13 +72,10 @@ def test_the_servers_and_the_controller_do_not_import_the_command_line():
 # Modules that may name the Docker SDK or executors.docker: the docker executor and the docker
 # backend. The swarm executor and backend drive a swarm's managers through the same SDK and its
 # engine helpers (a backend of Docker engines too).
-DOCKER_OWNERS = ("executors/docker/", "runner/backends/docker.py", "executors/swarm.py", "runner/backends/swarm.py")
-# Not moved yet (issue 44, left open): `runner exec`'s local-engine path and its detached runs
-# drive the engine over executors/docker/wire.py with the standard library only, which the docker
-# backend (a pydantic module) cannot hold without slowing `runner exec`; `runner images` builds the
-# docker backend's images with the SDK. Each entry goes when its module moves; a listed module that
-# no longer imports docker fails this test, so the list cannot outlive its reason.
-NOT_YET = ("runner/cli/exec_cmd.py", "runner/cli/detached.py", "runner/cli/images.py")
+DOCKER_OWNERS = ("executors/docker/", "runner/backends/docker.py", "runner/backends/docker_engine.py",
+                 "executors/swarm.py", "runner/backends/swarm.py")
+NOT_YET: tuple[str, ...] = ()  # modules not moved yet: none (runner exec, its detached runs and runner images
+# go through runner/backends/docker_engine.py, the docker backend's standard-library half)
 
 
 def docker_imports(path: Path) -> list[str]:

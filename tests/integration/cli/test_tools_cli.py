@@ -106,3 +106,29 @@ def test_a_session_id_that_is_a_string_or_an_integer_is_taken(call_id):
 
     msg = {"tool": "ls", "args": {}} | ({} if call_id is None else {"id": call_id})
     assert toolcli._call_of(1, json.dumps(msg).encode()) == (call_id, "ls", {})
+
+
+@pytest.mark.parametrize("lifecycle", ["per-session", "per-call"])
+def test_call_makes_one_sandbox_whatever_the_lifecycle(docker_client, tmp_path, lifecycle):
+    """`runner call` makes one call: one container, told it serves one call. Under a per-call
+    policy (multi-tenant's) it made three: the one it called in and the warm pool's two, started
+    in the background and removed again (and a per-session sandbox loaded every tool module and
+    lent its shells for a call that never came)."""
+    import subprocess
+    import time
+
+    from .conftest import runner_cmd
+
+    policy = tmp_path / "one.yaml"
+    policy.write_text(f"extends: default\nsandbox:\n  lifecycle: {lifecycle}\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    since = time.time() - 1
+    p = subprocess.Popen(runner_cmd("call", "bash", '{"command": "echo hi"}', "--workspace", str(ws),
+                                    "--policy", str(policy)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0 and json.loads(out)["content"] == "hi\n", err.decode()
+    events = docker_client.events(since=since, until=time.time() + 1, decode=True,
+                                  filters={"type": "container", "event": "create",
+                                           "label": f"runner.owner.pid={p.pid}"})
+    assert len(list(events)) == 1
