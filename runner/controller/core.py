@@ -85,6 +85,8 @@ class Runner:
         self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
         self._lock = threading.RLock()
+        self._running: str | None = None  # the call id of the call under way (cancel), under _cancel_lock
+        self._cancel_lock = threading.Lock()
         self._count = 0
         self._guard_ctx = None  # guards.Context, made on the first call (_guards)
         self._closed = False
@@ -122,7 +124,8 @@ class Runner:
         or before it with wait=True (runner serve: a tenant's containers are counted). A signal
         in the middle (KeyboardInterrupt, runner/cli/interrupts.py, which ignores the signals after
         it) does not cut this short: the step it hit runs again and the others still run; then
-        the interrupt goes on."""
+        the interrupt goes on. From another thread, it ends the call under way at once (cancel)."""
+        self.cancel()
         with self._lock:
             if self._closed:
                 return
@@ -209,26 +212,54 @@ class Runner:
                 raise RunnerError("this Runner is closed")
             self._count += 1
             call_id = call_id or f"c{self._count}"
-            t0 = time.monotonic()
-            meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
-            args = args if args is not None else {}
-            # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
+            with self._cancel_lock:
+                self._running = call_id
             try:
-                result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
-                          else self._call(tool, args, call_id, meta, on_output))
+                return self._call_now(tool, args, call_id, on_output)
             finally:
-                if self._may_have_written:
-                    self._may_have_written = False
-                    self._measure_soon()
-            result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
-            content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
-            result.content = content if isinstance(content, str) else ToolResult(content=content).content
-            result.meta = self.redactor.redact_obj(result.meta)
-            if self.audit is not None:
-                self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
-                                         session=self.session_id, tenant=self.policy.tenant,
-                                         dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
-            return result
+                with self._cancel_lock:
+                    self._running = None
+                self.session.forget(call_id)
+
+    def cancel(self, call_id: str | None = None) -> bool:
+        """Cancel the call under way (any thread may; call_id: only if it is that one): its sandbox
+        op is stopped, its processes killed with the sandbox, before this returns, and the call
+        returns a result with is_error and meta `cancelled`; the next call gets a fresh sandbox
+        (the workspace is kept). False when no such call is under way. Ctrl-C does the same to
+        the call of the main thread, then raises KeyboardInterrupt."""
+        with self._cancel_lock:
+            running = self._running
+            if running is None or (call_id is not None and call_id != running):
+                return False
+            self.session.cancel(running)
+            return True
+
+    def _call_now(self, tool: str, args: dict | None, call_id: str, on_output) -> ToolResult:
+        """call, under the Runner's lock, with its call id."""
+        t0 = time.monotonic()
+        meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
+        args = args if args is not None else {}
+        # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
+        try:
+            result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
+                      else self._call(tool, args, call_id, meta, on_output))
+        finally:
+            if self._may_have_written:
+                self._may_have_written = False
+                self._measure_soon()
+        if result.is_error and self.session.cancelled(call_id):  # (one that ended first keeps its result)
+            result = ToolResult.error("the call was cancelled: its processes were stopped with its sandbox; the "
+                                      "next call gets a fresh sandbox (the workspace is kept)",
+                                      error_type=ErrorType.EXECUTION, cancelled=True)
+        result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
+        content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
+        result.content = content if isinstance(content, str) else ToolResult(content=content).content
+        result.meta = self.redactor.redact_obj(result.meta)
+        if self.audit is not None:
+            self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
+                                     session=self.session_id, tenant=self.policy.tenant,
+                                     dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
+        return result
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict,
               on_output: Callable[[str], None] | None = None) -> ToolResult:
