@@ -87,6 +87,7 @@ class Runner:
         self._lock = threading.RLock()
         self._running: str | None = None  # the call id of the call under way (cancel), under _cancel_lock
         self._cancel_lock = threading.Lock()
+        self._closing = False  # close() began: a call it cancels says so
         self._count = 0
         self._guard_ctx = None  # guards.Context, made on the first call (_guards)
         self._closed = False
@@ -125,6 +126,7 @@ class Runner:
         in the middle (KeyboardInterrupt, runner/cli/interrupts.py, which ignores the signals after
         it) does not cut this short: the step it hit runs again and the others still run; then
         the interrupt goes on. From another thread, it ends the call under way at once (cancel)."""
+        self._closing = True
         self.cancel()
         with self._lock:
             if self._closed:
@@ -248,9 +250,10 @@ class Runner:
                 self._may_have_written = False
                 self._measure_soon()
         if result.is_error and self.session.cancelled(call_id):  # (one that ended first keeps its result)
-            result = ToolResult.error("the call was cancelled: its processes were stopped with its sandbox; the "
-                                      "next call gets a fresh sandbox (the workspace is kept)",
-                                      error_type=ErrorType.EXECUTION, cancelled=True)
+            result = ToolResult.error(
+                "the Runner was closed during this call: its processes were stopped with its sandbox" if self._closing
+                else "the call was cancelled: its processes were stopped with its sandbox; the next call gets a fresh "
+                     "sandbox (the workspace is kept)", error_type=ErrorType.EXECUTION, cancelled=True)
         result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
         content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
         result.content = content if isinstance(content, str) else ToolResult(content=content).content
