@@ -15,16 +15,20 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from ..results import ToolResult
+from .interface import ToolRunner
+
+if TYPE_CHECKING:
+    from ..tools.schemas.registry import ToolSpec
 
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
 
 
-class Runner:
+class Runner(ToolRunner):
     """Run tool calls under a policy (a preset name, a YAML file or a Policy; default `default`).
 
     Keyword shortcuts override the policy: executor, preset, lifecycle, image, runtime,
@@ -143,12 +147,42 @@ class Runner:
             if interrupted is not None:
                 raise interrupted
 
+    # -- files --------------------------------------------------------------------------
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write a workspace file (path relative to it) in the sandbox, under the tools' rules
+        (runner/controller/files.py): a protected path raises PermissionError."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            files.put(self, path, data)
+
+    def get_file(self, path: str) -> bytes:
+        """The bytes of a workspace file, read in the sandbox (FileNotFoundError, IsADirectoryError, ...)."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            return files.get(self, path)
+
+    def list_files(self, path: str = ".") -> list[str]:
+        """The names in a workspace directory, sorted, a directory's ending with '/'."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            return files.listing(self, path)
+
+    def _open(self) -> None:
+        if self._closed:
+            raise RunnerError("this Runner is closed")
+
     def _close_host(self) -> None:
         if self._host_exec is not None:
             self._host_exec.stop()
 
     # -- tools --------------------------------------------------------------------------
-    def tools(self) -> list:
+    def tools(self) -> "list[ToolSpec]":
         """The specs of the tools this runner allows."""
         from ..tools.schemas import registry
 
@@ -210,8 +244,7 @@ class Runner:
         raises an Exception is given nothing more of that call; the call runs on, and its
         result's meta has `on_output_error` (the exception's type and text)."""
         with self._lock:
-            if self._closed:
-                raise RunnerError("this Runner is closed")
+            self._open()
             self._count += 1
             call_id = call_id or f"c{self._count}"
             with self._cancel_lock:

@@ -184,6 +184,17 @@ class Session:
             if self.lifecycle == "per-call":
                 sandbox.close()
 
+    def on_executor(self, fn: Callable):
+        """fn(executor) with the executor of a sandbox of the session (the Runner's file
+        operations): the session's own, or a fresh one for a per-call session. Raises NoSandbox,
+        and what fn raises."""
+        sandbox = self.acquire()
+        try:
+            return fn(sandbox.executor)
+        finally:
+            if self.lifecycle == "per-call":
+                sandbox.close()
+
     def abort(self, why: str) -> bool:
         """End the op running now, if one is (False if none): its sandbox is killed and removed under
         it (the op ends as SandboxDied; when this returns, its processes are gone) and the next op
