@@ -120,12 +120,12 @@ class AsyncToolRunner:
         if call_id is None:
             self._ids += 1
             call_id = f"a{self._ids}"
-        fut = asyncio.get_running_loop().run_in_executor(
-            self._thread, lambda: self._sync.call(tool, args, call_id=call_id, on_output=on_output))
+        work = self._thread.submit(self._sync.call, tool, args, call_id=call_id, on_output=on_output)
+        fut = asyncio.wrap_future(work)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
-            if not fut.cancel():  # it began: stop it, and wait for its end (its processes gone)
+            if not work.cancel():  # it began: stop it, and wait for its end (its processes gone)
                 await asyncio.to_thread(self._sync.cancel, call_id)
                 await asyncio.wait({fut})
             raise
