@@ -134,9 +134,9 @@ class AsyncToolRunner:
         """The call's output as an async iterator of texts, as it is produced; its result is the
         stream's `result` once the iteration ended. Leaving the iteration early cancels the call.
 
-            s = r.stream("bash", {"command": "make"})
-            async for text in s:
-                print(text, end="")
+            async with r.stream("bash", {"command": "make"}) as s:
+                async for text in s:
+                    print(text, end="")
             print(s.result.is_error)
         """
         return CallStream(self, tool, args, call_id)
@@ -187,8 +187,27 @@ class CallStream:
     def __init__(self, runner: AsyncToolRunner, tool: str, args: dict | None, call_id: str | None) -> None:
         self._runner, self._tool, self._args, self._call_id = runner, tool, args, call_id
         self.result: "ToolResult | None" = None
+        self._gen = None
 
-    async def __aiter__(self):
+    def __aiter__(self):
+        if self._gen is None:
+            self._gen = self._texts()
+        return self._gen
+
+    async def aclose(self) -> None:
+        """Leave the stream: a call still under way is cancelled, and has ended when this returns
+        (`async with r.stream(...) as s:` does it on leaving the block; a bare `break` leaves it
+        to the generator's finalizer, a moment later)."""
+        if self._gen is not None:
+            await self._gen.aclose()
+
+    async def __aenter__(self) -> "CallStream":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def _texts(self):
         import asyncio
 
         loop = asyncio.get_running_loop()
