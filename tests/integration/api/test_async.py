@@ -61,7 +61,9 @@ def test_stream_gives_output_as_it_comes_and_leaving_it_cancels_the_call(tmp_pat
             s = r.stream("bash", {"command": "echo one; touch go-on; echo two"})
             texts = [t async for t in s]
             async with r.stream("bash", {"command": f"echo first; sleep {token}; touch after"}) as long:
-                async for first in long:
+                first = None
+                async for text in long:
+                    first = text
                     await asyncio.to_thread(wait_for, lambda: sleeping(token))
                     break  # the reader leaves (and the block): the call is cancelled
             gone = sleeping(token)
