@@ -22,16 +22,16 @@ def api_section(n: int) -> list[tuple]:
         try:
             for tool, args, what in (("echo", {"text": "hi"}, "echo tool"), ("bash", {"command": "echo hi"},
                                                                               "bash `echo hi`")):
-                sync, asyn = timed_together([lambda: r.call(tool, args),
-                                             lambda: loop.run_until_complete(ar.call(tool, args))],
+                sync, asyn = timed_together([lambda t=tool, a=args: r.call(t, a),
+                                             lambda t=tool, a=args: loop.run_until_complete(ar.call(t, a))],
                                             max(n, 20) * 5, warmup=5, turn=5)
                 rows.append((f"Runner(docker) {what}, one call at a time", sync, None))
                 rows.append((f"AsyncRunner(docker) {what} / the sync call", asyn, sync))
             cancels = []
             for _ in range(max(3, n // 4)):
                 box = {}
-                t = threading.Thread(target=lambda: box.update(res=r.call(
-                    "bash", {"command": "echo up; sleep 600"}, on_output=lambda _t: box.setdefault("up", 1))))
+                t = threading.Thread(target=lambda b=box: b.update(res=r.call(
+                    "bash", {"command": "echo up; sleep 600"}, on_output=lambda _t, b=b: b.setdefault("up", 1))))
                 t.start()
                 while "up" not in box:
                     time.sleep(0.005)
