@@ -140,3 +140,47 @@ def test_gather_of_twenty_calls_over_five_async_remote_sessions(start_server, da
     for n, log in enumerate(logs):  # each session's calls ran in its own workspace, in order
         assert log.decode().split() == [str(i) for i in range(n, 20, 5)]
     assert "".join(texts) == "a\nb\n" and not last.is_error
+
+
+REMOTE_CHILD = """
+import sys
+from runner import RemoteRunner
+url, key, sid, token = sys.argv[1:5]
+r = RemoteRunner(url, key, session=sid)
+print("ready", flush=True)
+try:
+    r.call("bash", {"command": f"touch started; sleep {token}; touch after"})
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+r.detach()
+"""
+
+
+def test_ctrl_c_during_a_remote_call_stops_it_on_the_server(start_server, data, policy_file):
+    import os
+    import signal
+    import sys
+
+    token = "4312"
+    key = add_tenant("intr", data, policy_file)
+    server = start_server("--data", str(data))
+    with RemoteRunner(server.url, key) as r:
+        ws = data / "workspaces" / "intr" / r.session_id
+        r.call("bash", {"command": "true"})
+        p = subprocess.Popen([sys.executable, "-c", REMOTE_CHILD, server.url, key, r.session_id, token],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "ready"
+            wait_for(lambda: (ws / "started").exists() and sleeping(token), 60, "the sleep runs")
+            os.kill(p.pid, signal.SIGINT)
+            out, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert out.strip() == "interrupted", err
+        wait_for(lambda: not sleeping(token), 30, "the server stopped the call")
+        res = r.call("bash", {"command": "ps ax -o args; echo next"})  # the session goes on
+        assert f"sleep {token}" not in res.text and res.text.strip().endswith("next")
+        assert not (ws / "after").exists()
