@@ -61,7 +61,7 @@ class RemoteRunner(ToolRunner):
         if self.session_id is None:
             body = {"policy": self.policy} if self.policy else {}
             self.session_id = self._request("POST", "/v1/sessions", body)["id"]
-            self._checked = True
+            self._checked, self._closing = True, False
         elif not self._checked:
             info = self._request("GET", f"/v1/sessions/{self._sid()}")
             self.policy = self.policy or info.get("policy")
@@ -93,6 +93,8 @@ class RemoteRunner(ToolRunner):
         """The specs of the session's policy's tools (ToolSpecs, as Runner.tools gives)."""
         from .tools.schemas.declared import of
 
+        if self.session_id is not None:
+            self.start()  # a session reattached to: its policy's tools
         q = f"?policy={urllib.parse.quote(self.policy)}" if self.policy else ""
         return [of(d) for d in self._request("GET", "/v1/tools" + q)]
 

@@ -40,6 +40,7 @@ def test_reattach_by_session_id_and_runner_call_with_session(start_server, data,
         with RemoteRunner(server.url, key, session=sid) as again:  # the same session: its workspace
             assert again.get_file("kept.txt") == b"one\n"
             assert again.session_id == sid
+            assert [t.name for t in again.tools()] == [t.name for t in first.tools()]
             again.detach()  # left open
         for n in ("two", "three"):
             out = subprocess.run(runner_argv("call", "bash", json.dumps({"command": f"echo {n} >> kept.txt"}),
