@@ -54,9 +54,12 @@ def after_cancel(r: Runner, ws: Path, token: str) -> None:
     assert not (ws / "after").exists()
 
 
-def test_cancel_from_another_thread_stops_the_call_and_its_processes(tmp_path):
-    token = "4301"
-    with Runner(executor="docker", workspace=tmp_path) as r:
+@pytest.mark.parametrize("executor", ["docker", "local"])
+def test_cancel_from_another_thread_stops_the_call_and_its_processes(tmp_path, executor):
+    """local: the agent runs each call's shell in a session of its own, which killing the agent's
+    process group did not reach (the sleep ran on)."""
+    token = "4301" if executor == "docker" else "4304"
+    with Runner(executor=executor, workspace=tmp_path) as r:
         r.call("bash", {"command": "true"})
         assert r.cancel() is False  # no call under way
         box = {}
