@@ -14,7 +14,8 @@ refuses raises RunnerError with its reason.
 
 Every call is a streaming request (calls?stream=true): its output goes to on_output as the server
 relays it, and closing the request (cancel, close, Ctrl-C) makes the server stop the call, its
-sandbox removed under it, as a local cancel does.
+sandbox removed under it, as a local cancel does; cancel and Ctrl-C then wait for a request the
+server answers in the session's turn, so the call has ended when they return or raise.
 """
 from __future__ import annotations
 
@@ -116,6 +117,9 @@ class RemoteRunner(ToolRunner):
         try:
             out = self._request("POST", f"/v1/sessions/{self._sid()}/calls?stream=true",
                                 {"tool": tool, "args": args or {}}, events=relay, call_id=call_id)
+        except KeyboardInterrupt:  # its request is closed: the server stops the call; wait for that
+            self._settled()
+            raise
         except _RateLimited as e:
             return ToolResult.error(str(e), error_type=ErrorType.GATED, retry_after=e.retry_after)
         except (RunnerError, OSError, http.client.HTTPException):
@@ -138,7 +142,7 @@ class RemoteRunner(ToolRunner):
     def cancel(self, call_id: str | None = None) -> bool:
         """Stop the call under way (the one of call_id when given; else every call of this
         RemoteRunner under way), from any thread: its request is closed, and the server stops the
-        call, its sandbox removed under it. False when there is none."""
+        call, its sandbox removed under it, before this returns. False when there is none."""
         with self._lock:
             ids = [call_id] if call_id is not None else list(self._inflight)
             conns = [(i, self._inflight[i]) for i in ids if i in self._inflight]
@@ -150,7 +154,19 @@ class RemoteRunner(ToolRunner):
                     sock.shutdown(socket.SHUT_RDWR)  # the reading thread wakes at once
                 except OSError:
                     pass
+        if conns:
+            self._settled()
         return bool(conns)
+
+    def _settled(self) -> None:
+        """Return once the server has ended the session's call under way: a request it answers in
+        the session's turn (one call at a time), after the call it stopped, with its processes."""
+        if self.session_id is None:
+            return
+        try:
+            self._request("GET", f"/v1/sessions/{self._sid()}/files?path=.")
+        except RunnerError:  # the session ended, or the tenant is at its cap: nothing to wait for
+            pass
 
     # -- files --------------------------------------------------------------------------
     def put_file(self, path: str, data: bytes) -> None:
