@@ -88,6 +88,7 @@ class Runner(ToolRunner):
         self.store = ResultStore(keep=caps.keep)
         self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
+        self._host_cancel = threading.Event()  # set by cancel() while a host command runs
         self._lock = threading.RLock()
         self._running: str | None = None  # the call id of the call under way (cancel), under _cancel_lock
         self._cancel_lock = threading.Lock()
@@ -267,6 +268,7 @@ class Runner(ToolRunner):
             if running is None or (call_id is not None and call_id != running):
                 return False
             self.session.cancel(running)
+            self._host_cancel.set()  # a host command under way (cleared as the next one starts)
             return True
 
     def _call_now(self, tool: str, args: dict | None, call_id: str, on_output) -> ToolResult:
@@ -373,6 +375,7 @@ class Runner(ToolRunner):
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
+        from executors.errors import ExecCancelled
         from executors.models import TIMEOUT_EXIT
         from executors.ssh import SSHConfig, SSHExecutor
 
@@ -413,7 +416,10 @@ class Runner(ToolRunner):
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
             with self.placement.frozen():
-                res = self._host_exec.exec(req, on_output=from_host)
+                self._host_cancel.clear()
+                if self.session.cancelled(call_id):  # cancelled before it started: it does not
+                    raise ExecCancelled("cancelled before it ran")
+                res = self._host_exec.exec(req, on_output=from_host, cancel=self._host_cancel)
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)
