@@ -185,3 +185,27 @@ def test_ctrl_c_during_a_remote_call_stops_it_on_the_server(start_server, data, 
         res = r.call("bash", {"command": "ps ax -o args; echo next"})  # the session goes on
         assert f"sleep {token}" not in res.text and res.text.strip().endswith("next")
         assert not (ws / "after").exists()
+
+
+def test_cancelling_an_async_remote_call_stops_it_on_the_server(start_server, data, policy_file):
+    token = "4313"
+    key = add_tenant("atask", data, policy_file)
+    server = start_server("--data", str(data))
+
+    async def main():
+        async with AsyncRemoteRunner(server.url, key) as r:
+            ws = data / "workspaces" / "atask" / r.session_id
+            await r.call("bash", {"command": "true"})
+            task = asyncio.ensure_future(r.call("bash", {"command": f"touch started; sleep {token}; touch after"}))
+            await asyncio.to_thread(wait_for, lambda: (ws / "started").exists() and sleeping(token), 60, "the sleep")
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            gone = sleeping(token)  # when CancelledError came
+            after = await r.call("bash", {"command": "ps ax -o args; echo next"})
+            return ws, gone, after
+
+    ws, gone, after = asyncio.run(main())
+    assert gone == []
+    assert f"sleep {token}" not in after.text and after.text.strip().endswith("next")
+    assert not (ws / "after").exists()
