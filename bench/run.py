@@ -274,7 +274,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
     ap.add_argument("--only", default="", help="comma-separated sections: "
-                    "first,exec,tty,tools,steps,custom,density,throughput,memory,peers,broker,serve")
+                    "first,exec,tty,tools,steps,api,custom,density,throughput,memory,peers,broker,serve")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -306,13 +306,14 @@ def main() -> None:
         sections.extend(out)
         print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
 
-    from bench import custom, first, flood, peers, scale, steps, tools, tty
+    from bench import api, custom, first, flood, peers, scale, steps, tools, tty
 
     step("first", lambda: first.first_section(n, results, IMAGE, workspace))
     step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
     step("tty", lambda: [("interactive: time to a shell prompt under a terminal", tty.prompt_section(n, results), [])])
     step("tools", lambda: tools.tools_section(n, results))
     step("steps", lambda: steps.steps_section(n))
+    step("api", lambda: api.api_section(n))
     if not args.quick:
         step("custom", lambda: [(t, r, []) for t, r in custom.custom_section(n)])
     step("density", lambda: scale.density_section(n, args.quick, results))

@@ -46,6 +46,15 @@ class LocalProcess(Process):
         return 128 - code if code < 0 else code  # killed by signal N -> 128+N, as a shell says
 
     def kill(self) -> None:
+        """Kill the process's group and every process it started, those in sessions of their own
+        included (the agent runs each call's shell in one): all stopped first, so none forks or
+        is reparented away meanwhile, then killed."""
+        tree = descendants(self.popen.pid)
+        for pid in tree:
+            _signal(pid, signal.SIGSTOP)
+        tree += [p for p in descendants(self.popen.pid) if p not in tree]  # forked as they were stopped
+        for pid in tree:
+            _signal(pid, signal.SIGKILL)
         try:
             os.killpg(self.popen.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -57,6 +66,40 @@ class LocalProcess(Process):
                 f.close()
             except (OSError, ValueError):
                 pass
+
+
+def descendants(root: int) -> list[int]:
+    """The processes below root (children, theirs, ...), from /proc; [] where there is none."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat_line = f.read()
+        except OSError:
+            continue
+        fields = stat_line[stat_line.rfind(b")") + 2:].split()  # after the command's name, which may hold anything
+        if len(fields) > 1:
+            children.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in out:
+                out.append(child)
+                todo.append(child)
+    return out
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 class LocalExecutor(Executor):

@@ -231,7 +231,8 @@ def tools(a):
          arg("args", nargs="?", default="{}", help="the arguments as a JSON object (default {})"),
          *_runner_args(),
          arg("--server", help="run it on a `runner serve` at this URL (with --key), in a session of its own"),
-         arg("--key", help="the tenant's API key for --server (or $RUNNER_KEY)"))
+         arg("--key", help="the tenant's API key for --server (or $RUNNER_KEY)"),
+         arg("--session", help="with --server: run it in this open session (its id), which stays open"))
 def call(a):
     """Run one tool call; print its ToolResult as JSON. Exit 0, 1 if is_error, 2 on a usage error."""
     import os
@@ -243,7 +244,10 @@ def call(a):
             raise fail("--dialect: a dialect is chosen by the server's policy, not with --server", 2)
         from .toolcalls import call_remote
 
-        return guarded(call_remote, a.tool, a.args, a.server, a.key or os.environ.get("RUNNER_KEY"), a.policy)
+        return guarded(call_remote, a.tool, a.args, a.server, a.key or os.environ.get("RUNNER_KEY"), a.policy,
+                       a.session)
+    if a.session:
+        raise fail("--session: a session id of a `runner serve`, with --server", 2)
     return guarded(do_call, a.tool, a.args, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
 
 

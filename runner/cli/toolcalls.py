@@ -41,16 +41,26 @@ def call(tool: str, args_text: str, workspace: str, executor: str | None, policy
     return 1 if res.is_error else 0
 
 
-def call_remote(tool: str, args_text: str, server: str, key: str | None, policy: str | None) -> int:
-    """`runner call --server URL --key KEY`: the same call in a session of its own on runner serve."""
+def call_remote(tool: str, args_text: str, server: str, key: str | None, policy: str | None,
+                session: str | None = None) -> int:
+    """`runner call --server URL --key KEY [--session ID]`: the same call on runner serve, in the
+    open session ID (which stays open), or in a session of its own."""
     from ..client import RemoteRunner
     from ..untrusted.printable import json_text
 
     if not key:
         raise UsageError("--server needs the tenant's key: --key KEY or $RUNNER_KEY")
+    if session is not None and policy is not None:
+        raise UsageError("--policy: a session's policy was chosen when it was opened, not with --session")
     args = parse_args_json(args_text)
-    with RemoteRunner(server, key, policy) as r:
+    r = RemoteRunner(server, key, policy, session=session)
+    try:
         res = r.call(tool, args)
+    finally:
+        if session is None:
+            r.close()
+        else:
+            r.detach()
     sys.stdout.write(json_text(res.model_dump(mode="json")) + "\n")
     return 1 if res.is_error else 0
 

@@ -15,16 +15,20 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ErrorType, RunnerError
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from ..results import ToolResult
+from .interface import ToolRunner
+
+if TYPE_CHECKING:
+    from ..tools.schemas.registry import ToolSpec
 
 CALL_GRACE = 30.0  # seconds the controller waits beyond a tool's own timeout
 
 
-class Runner:
+class Runner(ToolRunner):
     """Run tool calls under a policy (a preset name, a YAML file or a Policy; default `default`).
 
     Keyword shortcuts override the policy: executor, preset, lifecycle, image, runtime,
@@ -87,7 +91,11 @@ class Runner:
         self.store = ResultStore(keep=caps.keep)
         self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
+        self._host_cancel = threading.Event()  # set by cancel() while a host command runs
         self._lock = threading.RLock()
+        self._running: str | None = None  # the call id of the call under way (cancel), under _cancel_lock
+        self._cancel_lock = threading.Lock()
+        self._closing = False  # close() began: a call it cancels says so
         self._count = 0
         self._guard_ctx = None  # guards.Context, made on the first call (_guards)
         self._closed = False
@@ -140,7 +148,9 @@ class Runner:
         or before it with wait=True (runner serve: a tenant's containers are counted). A signal
         in the middle (KeyboardInterrupt, runner/cli/interrupts.py, which ignores the signals after
         it) does not cut this short: the step it hit runs again and the others still run; then
-        the interrupt goes on."""
+        the interrupt goes on. From another thread, it ends the call under way at once (cancel)."""
+        self._closing = True
+        self.cancel()
         with self._lock:
             if self._closed:
                 return
@@ -156,12 +166,42 @@ class Runner:
             if interrupted is not None:
                 raise interrupted
 
+    # -- files --------------------------------------------------------------------------
+    def put_file(self, path: str, data: bytes) -> None:
+        """Write a workspace file (path relative to it) in the sandbox, under the tools' rules
+        (runner/controller/files.py): a protected path raises PermissionError."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            files.put(self, path, data)
+
+    def get_file(self, path: str) -> bytes:
+        """The bytes of a workspace file, read in the sandbox (FileNotFoundError, IsADirectoryError, ...)."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            return files.get(self, path)
+
+    def list_files(self, path: str = ".") -> list[str]:
+        """The names in a workspace directory, sorted, a directory's ending with '/'."""
+        from . import files
+
+        with self._lock:
+            self._open()
+            return files.listing(self, path)
+
+    def _open(self) -> None:
+        if self._closed:
+            raise RunnerError("this Runner is closed")
+
     def _close_host(self) -> None:
         if self._host_exec is not None:
             self._host_exec.stop()
 
     # -- tools --------------------------------------------------------------------------
-    def tools(self) -> list:
+    def tools(self) -> "list[ToolSpec]":
         """The specs of the tools this runner allows."""
         from ..tools.schemas import registry
 
@@ -223,30 +263,59 @@ class Runner:
         raises an Exception is given nothing more of that call; the call runs on, and its
         result's meta has `on_output_error` (the exception's type and text)."""
         with self._lock:
-            if self._closed:
-                raise RunnerError("this Runner is closed")
+            self._open()
             self._count += 1
             call_id = call_id or f"c{self._count}"
-            t0 = time.monotonic()
-            meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
-            args = args if args is not None else {}
-            # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
+            with self._cancel_lock:
+                self._running = call_id
             try:
-                result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
-                          else self._call(tool, args, call_id, meta, on_output))
+                return self._call_now(tool, args, call_id, on_output)
             finally:
-                if self._may_have_written:
-                    self._may_have_written = False
-                    self._measure_soon()
-            result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
-            content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
-            result.content = content if isinstance(content, str) else ToolResult(content=content).content
-            result.meta = self.redactor.redact_obj(result.meta)
-            if self.audit is not None:
-                self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
-                                         session=self.session_id, tenant=self.policy.tenant,
-                                         dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
-            return result
+                with self._cancel_lock:
+                    self._running = None
+                self.session.forget(call_id)
+
+    def cancel(self, call_id: str | None = None) -> bool:
+        """Cancel the call under way (any thread may; call_id: only if it is that one): its sandbox
+        op is stopped, its processes killed with the sandbox, before this returns, and the call
+        returns a result with is_error and meta `cancelled`; the next call gets a fresh sandbox
+        (the workspace is kept). False when no such call is under way. Ctrl-C does the same to
+        the call of the main thread, then raises KeyboardInterrupt."""
+        with self._cancel_lock:
+            running = self._running
+            if running is None or (call_id is not None and call_id != running):
+                return False
+            self.session.cancel(running)
+            self._host_cancel.set()  # a host command under way (cleared as the next one starts)
+            return True
+
+    def _call_now(self, tool: str, args: dict | None, call_id: str, on_output) -> ToolResult:
+        """call, under the Runner's lock, with its call id."""
+        t0 = time.monotonic()
+        meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
+        args = args if args is not None else {}
+        # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
+        try:
+            result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
+                      else self._call(tool, args, call_id, meta, on_output))
+        finally:
+            if self._may_have_written:
+                self._may_have_written = False
+                self._measure_soon()
+        if result.is_error and self.session.cancelled(call_id):  # (one that ended first keeps its result)
+            result = ToolResult.error(
+                "the Runner was closed during this call: its processes were stopped with its sandbox" if self._closing
+                else "the call was cancelled: its processes were stopped with its sandbox; the next call gets a fresh "
+                     "sandbox (the workspace is kept)", error_type=ErrorType.EXECUTION, cancelled=True)
+        result.meta = {**meta, **result.meta, "duration_ms": round((time.monotonic() - t0) * 1000, 1)}
+        content = self.redactor.redact_obj(result.content)  # blocks are rebuilt: redaction may turn an image to text
+        result.content = content if isinstance(content, str) else ToolResult(content=content).content
+        result.meta = self.redactor.redact_obj(result.meta)
+        if self.audit is not None:
+            self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
+                                     session=self.session_id, tenant=self.policy.tenant,
+                                     dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
+        return result
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict,
               on_output: Callable[[str], None] | None = None) -> ToolResult:
@@ -324,6 +393,7 @@ class Runner:
         """A host command: over SSH to the policy's host, in the mapped directory, under bash's
         timeout and exit-code rules."""
         from executors import ExecRequest, ExecutorError
+        from executors.errors import ExecCancelled
         from executors.models import TIMEOUT_EXIT
         from executors.ssh import SSHConfig, SSHExecutor
 
@@ -364,7 +434,10 @@ class Runner:
                           stdin=args["input"].encode() if args.get("input") else None)
         try:
             with self.placement.frozen():
-                res = self._host_exec.exec(req, on_output=from_host)
+                self._host_cancel.clear()
+                if self.session.cancelled(call_id):  # cancelled before it started: it does not
+                    raise ExecCancelled("cancelled before it ran")
+                res = self._host_exec.exec(req, on_output=from_host, cancel=self._host_cancel)
         except ExecutorError as e:
             sink.finish()
             return ToolResult.error(f"host command failed to run: {e}", error_type=ErrorType.EXECUTION)

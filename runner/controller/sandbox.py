@@ -192,12 +192,14 @@ class Sandbox:
             conn.close()
         return proc, conn
 
-    def _end_process(self, proc, conn) -> None:
-        """Wait for the agent's process to end (killed after 2 s) and let it go (a container is
-        removed with it)."""
+    def _end_process(self, proc, conn, kill: bool = False) -> None:
+        """Wait for the agent's process to end (killed after 2 s, or at once: kill) and let it go
+        (a container is removed with it)."""
         if proc is not None:
             try:
-                if not self.dead and conn is None:
+                if kill:
+                    proc.kill()
+                elif not self.dead and conn is None:
                     proc.write(self._tx.frame({"op": "shutdown"}))
                 proc.close_stdin()
                 if proc.wait(timeout=2) is None:
@@ -207,10 +209,11 @@ class Sandbox:
             finally:
                 proc.close()
 
-    def close(self, background: bool = False) -> None:
+    def close(self, background: bool = False, kill: bool = False) -> None:
         """Close the sandbox: nothing is called in it from now on. background: its process's end
         and its container's removal are left to runner/controller/finisher.py (a Runner's close answers at
-        once; the process still removes the container before it exits)."""
+        once; the process still removes the container before it exits). kill: the agent is not
+        asked to end (it may be busy with an op that is being stopped): killed at once."""
         if self._listener is not None:  # never started far enough to take the connection
             self._listener.close()
             self._listener = None
@@ -227,7 +230,7 @@ class Sandbox:
             self._oom_fd = None
 
         def finish() -> None:
-            self._end_process(proc, conn)
+            self._end_process(proc, conn, kill)
             try:
                 self.executor.stop()
             except Exception:

@@ -37,6 +37,8 @@ class Session:
         self._pool = None
         self._sandbox: Optional[Sandbox] = None
         self._busy: Optional[Sandbox] = None  # the sandbox of the op running now (abort())
+        self._busy_id: Optional[str] = None  # the call id of the op running now, from before its sandbox is had
+        self._cancelled: set[str] = set()  # call ids cancelled (cancel()) and not yet forgotten
         self._lock = threading.RLock()
 
     # -- the facts ------------------------------------------------------------------------
@@ -149,10 +151,23 @@ class Session:
         """One agent op (a tool, or custom_describe/custom_run) in a sandbox: its raw result
         message. Raises NoSandbox, or SandboxDied (the sandbox is closed; the next op gets a
         fresh one)."""
-        sandbox = self.acquire()
+        with self._lock:
+            if call_id in self._cancelled:
+                raise SandboxDied("the call was cancelled before it ran")
+            self._busy_id = call_id
+        try:
+            sandbox = self.acquire()
+        except BaseException:
+            with self._lock:
+                self._busy_id = None
+            raise
         with self._lock:
             self._busy = sandbox
+            cancelled = call_id in self._cancelled  # while its sandbox was being had
         try:
+            if cancelled:
+                self._stop(sandbox, "its call was cancelled")
+                raise SandboxDied("the call was cancelled")
             return sandbox.call(call_id, op, args, timeout, on_output=on_output)
         except SandboxDied:
             sandbox.close()
@@ -160,23 +175,62 @@ class Session:
                 if sandbox is self._sandbox:
                     self._sandbox = None
             raise
+        except BaseException:  # an interrupt (Ctrl-C) in the middle of the op: the op is stopped, its
+            self._stop(sandbox, "an interrupt stopped its call")  # processes gone, before it goes on
+            raise
         finally:
             with self._lock:
-                self._busy = None
+                self._busy = self._busy_id = None
+            if self.lifecycle == "per-call":
+                sandbox.close()
+
+    def on_executor(self, fn: Callable):
+        """fn(executor) with the executor of a sandbox of the session (the Runner's file
+        operations): the session's own, or a fresh one for a per-call session. Raises NoSandbox,
+        and what fn raises."""
+        sandbox = self.acquire()
+        try:
+            return fn(sandbox.executor)
+        finally:
             if self.lifecycle == "per-call":
                 sandbox.close()
 
     def abort(self, why: str) -> bool:
-        """End the op running now, if one is (False if none): its sandbox is removed under it
-        (the op ends as SandboxDied) and the next op gets a fresh one, told nothing of it. The
-        caller makes sure the op running is the one it means (turns.Stoppable: the call of a client
-        that left or cancelled it, in runner serve and runner mcp)."""
+        """End the op running now, if one is (False if none): its sandbox is killed and removed under
+        it (the op ends as SandboxDied; when this returns, its processes are gone) and the next op
+        gets a fresh one, told nothing of it. The caller makes sure the op running is the one it
+        means (turns.Stoppable: the call of a client that left or cancelled it, in runner serve and
+        runner mcp; Runner.cancel)."""
         with self._lock:
             sandbox = self._busy
             if sandbox is None:
                 return False
-            sandbox.retired = why
+        self._stop(sandbox, why)
+        return True
+
+    def cancel(self, call_id: str) -> None:
+        """Cancel the op of this call id: the one running now is stopped as abort() stops it (when
+        this returns, its processes are gone); one that has not begun never runs (SandboxDied).
+        Remembered until forget(call_id)."""
+        with self._lock:
+            self._cancelled.add(call_id)
+            sandbox = self._busy if self._busy_id == call_id else None
+        if sandbox is not None:
+            self._stop(sandbox, "its call was cancelled")
+
+    def cancelled(self, call_id: str) -> bool:
+        with self._lock:
+            return call_id in self._cancelled
+
+    def forget(self, call_id: str) -> None:
+        with self._lock:
+            self._cancelled.discard(call_id)
+
+    def _stop(self, sandbox: Sandbox, why: str) -> None:
+        """The sandbox serves no further op: it is killed now, with everything it runs."""
+        with self._lock:
+            if sandbox.retired is None:
+                sandbox.retired = why
             if sandbox is self._sandbox:
                 self._sandbox = None
-        sandbox.close()
-        return True
+        sandbox.close(kill=True)

@@ -277,6 +277,14 @@ def create_app(state: State) -> FastAPI:
         return StreamingResponse(_chunks(state, f, slot), media_type="application/octet-stream",
                                  headers={"Content-Length": str(os.fstat(f.fileno()).st_size)})
 
+    @app.get("/v1/sessions/{sid}/files")
+    async def list_files(sid: str, path: str = ".", grant: T.Grant = Depends(tenant)):
+        """The names in a workspace directory (RemoteRunner.list_files): {"names": [...]}, sorted,
+        a directory's ending with '/'."""
+        with state.gate.slot(grant):
+            live = await live_of(grant, sid)
+            return {"names": await in_turn(live, _list, live, path)}
+
     @app.post("/v1/exec")
     async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
         """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
@@ -469,12 +477,30 @@ def _open(live, path: str):
         raise Problem(422, [{"loc": ["path", "path"], "msg": str(e), "type": "value_error"}]) from None
     except FileNotFoundError:
         raise Problem(404, f"no file {path[:300]} in the workspace") from None
-    except (IsADirectoryError, NotADirectoryError):
-        raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path[:300]} is not a regular file",
+    except (IsADirectoryError, NotADirectoryError) as e:  # (RemoteRunner raises the same error for it)
+        raise Problem(422, [{"loc": ["path", "path"], "msg": f"{path[:300]}: {e.strerror}: not a regular file",
                              "type": "value_error"}]) from None
     except F.TooLarge as e:
         raise Problem(413, str(e)) from None
     except OSError as e:  # whatever else the sandbox made of the path (a directory shut to us, ...): an answer
+        raise _unusable(path, e) from None
+
+
+def _list(live, path: str) -> list[str]:
+    from ...untrusted.wspath import UnsafePath
+
+    if live.closed:
+        raise _ended()
+    try:
+        return F.names(live.runner.workspace, path)
+    except UnsafePath as e:
+        raise Problem(422, [{"loc": ["query", "path"], "msg": str(e), "type": "value_error"}]) from None
+    except FileNotFoundError:
+        raise Problem(404, f"no directory {path[:300]} in the workspace") from None
+    except NotADirectoryError:
+        raise Problem(422, [{"loc": ["query", "path"], "msg": f"{path[:300]}: not a directory",
+                             "type": "value_error"}]) from None
+    except OSError as e:
         raise _unusable(path, e) from None
 
 

@@ -20,7 +20,7 @@ def test_remote_runner_and_runner_call_server(start_server, data, policy_file):
     key = add_tenant("cli", data, policy_file)
     server = start_server("--data", str(data))
     with RemoteRunner(server.url, key) as r:
-        assert {"read", "bash"} <= {t["name"] for t in r.tools()}
+        assert {"read", "bash"} <= {t.name for t in r.tools()}
         assert not r.call("write", {"path": "a.txt", "content": "hi\n"}).is_error
         assert "hi" in r.call("read", {"path": "a.txt"}).text
         assert r.get_file("a.txt") == b"hi\n"

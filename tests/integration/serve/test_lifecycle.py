@@ -59,7 +59,8 @@ def test_a_session_running_a_call_ends_at_its_maximum_lifetime(start_server, dat
         call.join(120)
         r = out["r"]  # the call ended with its sandbox: 410, or its result saying so (never a sleep run out)
         assert r.status_code == 410 or (r.status_code == 200 and r.json()["is_error"]
-                                        and "the sandbox died" in r.json()["content"]), r.text
+                                        and ("the sandbox died" in r.json()["content"]
+                                             or r.json()["meta"].get("cancelled"))), r.text
         wait_for(lambda: not session_containers(docker_client, sid), 30, "its sandbox removed")
 
 

@@ -96,3 +96,23 @@ def test_everything_else_stays_in_the_sandbox(host_runner):
     res = r.call("bash", {"command": "hostname; id -u"})
     assert not res.is_error and "ran_on" not in res.meta
     assert not log.exists()
+
+
+def test_cancel_stops_a_host_command(host_runner):
+    """Runner.cancel reaches a host command too: it is killed over SSH, the call answers cancelled
+    (where it ran its 30 s and answered success)."""
+    import threading
+    import time
+
+    r, _, log = host_runner
+    box = {}
+    t = threading.Thread(target=lambda: box.update(res=r.call("bash", {"command": "git push slow"}, call_id="slow")))
+    t.start()
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "arg=slow" in log.read_text()):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert r.cancel("slow") is True
+    t.join(60)
+    assert box["res"].is_error and box["res"].meta["cancelled"] is True
+    assert r.call("bash", {"command": "git push origin"}).text == "pushed to host\n"  # the next one runs
