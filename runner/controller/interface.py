@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..tools.schemas.registry import ToolSpec
 
 # The public methods of the interface, in both forms (the test compares the four classes by these).
-METHODS = ("start", "call", "cancel", "tools", "put_file", "get_file", "list_files", "close")
+METHODS = ("start", "call", "cancel", "tools", "put_file", "get_file", "list_files", "update_policy", "close")
 
 
 class ToolRunner(abc.ABC):
