@@ -105,9 +105,9 @@ class E2B:
         from ..serve.gate import Over
 
         sbx = self.find(sid)
-        if sbx is None:
-            return await JSONResponse({"code": 404, "message": f"sandbox {sid[:60]} not found"},
-                                      status_code=404)(scope, receive, send)
+        if sbx is None:  # (what E2B's proxy answers for a sandbox that is not there: the SDK reads 502 so)
+            return await JSONResponse({"code": 502, "message": f"sandbox {sid[:60]} not found"},
+                                      status_code=502)(scope, receive, send)
         if sbx.secure:
             token = header(scope, "x-access-token") or ""
             if not hmac.compare_digest(token.encode(), sbx.access_token.encode()):
@@ -125,14 +125,25 @@ class E2B:
             return await JSONResponse({"code": 429, "message": str(e)}, status_code=429,
                                       headers={"Retry-After": str(e.retry_after)})(scope, receive, send)
         scope = {**scope, "e2b.sandbox": sbx, "e2b.slot": slot}
+        from .envd_services import SandboxGone, dropping
+
+        flag: dict = {}
+        dropping.set(flag)
+
+        async def sending(msg):
+            if flag.get("drop"):
+                raise SandboxGone()
+            await send(msg)
         try:
             if path.startswith("/process.Process/"):
-                return await self.process(scope, receive, send)
+                return await self.process(scope, receive, sending)
             if path.startswith("/filesystem.Filesystem/"):
-                return await self.filesystem(scope, receive, send)
+                return await self.filesystem(scope, receive, sending)
             from .files import files_endpoint
 
             return await files_endpoint(self, sbx, path, scope, receive, send)
+        except SandboxGone:  # its connection is dropped, unfinished, as a killed sandbox's is
+            return
         finally:
             slot.release()
 
@@ -174,6 +185,12 @@ def rest_app(e2b: E2B):
     @app.exception_handler(Err)
     async def _err(request: Request, exc: Err):
         return JSONResponse({"code": exc.code, "message": exc.message}, status_code=exc.code, headers=exc.headers)
+
+    from starlette.exceptions import HTTPException
+
+    @app.exception_handler(HTTPException)
+    async def _http(request: Request, exc: HTTPException):  # an unknown route, say (pause: not here yet)
+        return JSONResponse({"code": exc.status_code, "message": str(exc.detail)}, status_code=exc.status_code)
 
     @app.exception_handler(Over)
     async def _over(request: Request, exc: Over):
@@ -258,7 +275,7 @@ def rest_app(e2b: E2B):
         state.gate.session_op(grant)
         release = await anyio.to_thread.run_sync(state.gate.session, grant, "e2b", limiter=state.quick)
         sid = X.new_id()
-        now = time.time()
+        now = int(time.time() * 1e6) / 1e6  # whole microseconds, as its RFC 3339 form says
         s = X.Sandbox(id=sid, tenant=grant.name, template=template, policy=grant.default_policy, metadata=dict(meta),
                       envs=dict(envs), secure=bool(b.get("secure", False)), access_token=secrets.token_hex(16),
                       started_at=now, end_at=now + timeout, workspace=state.data / "e2b" / grant.name / sid / "home",
@@ -290,13 +307,21 @@ def rest_app(e2b: E2B):
         return [listed(s) for s in e2b.listing(grant.name) if matches(s, metadata)]
 
     @app.get("/v2/sandboxes")
-    async def list_v2(request: Request, metadata: str | None = None, state_: str | None = None,
-                      limit: int = 100, nextToken: str | None = None):  # noqa: N803 (E2B's name)
+    async def list_v2(request: Request):
         grant = await tenant(request)
-        states = request.query_params.getlist("state")
+        q = request.query_params
+        states = q.getlist("state")
         wanted = {x for st in states for x in st.split(",")} if states else {"running", "paused"}
-        rows = sorted((s for s in e2b.listing(grant.name) if matches(s, metadata) and "running" in wanted),
-                      key=lambda s: (s.started_at, s.id))
+        after = _parse_time(q.get("startedAfter"))
+        template = q.get("template")
+        try:
+            limit = int(q.get("limit") or 100)
+        except ValueError:
+            raise Err(400, "limit must be a whole number") from None
+        nextToken = q.get("nextToken")  # noqa: N806 (E2B's name)
+        rows = sorted((s for s in e2b.listing(grant.name) if matches(s, q.get("metadata")) and "running" in wanted
+                       and (after is None or round(s.started_at * 1e6) >= round(after * 1e6)) and (not template or s.template == template)),
+                      key=lambda s: (s.started_at, s.id), reverse=q.get("order", "desc") != "asc")
         start = 0
         if nextToken:
             start = next((i + 1 for i, s in enumerate(rows) if s.id == nextToken), len(rows))
@@ -372,6 +397,17 @@ def rest_app(e2b: E2B):
         return {"sandboxes": out}
 
     return app
+
+
+def _parse_time(text: str | None) -> float | None:
+    if not text:
+        return None
+    import datetime
+
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 def _mb(size) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import shlex
 
 import anyio.to_thread
@@ -20,7 +21,17 @@ from .envd.process.process_connect import ProcessASGIApplication
 
 CODES = {"not_found": Code.NOT_FOUND, "exists": Code.ALREADY_EXISTS, "permission": Code.PERMISSION_DENIED,
          "invalid": Code.INVALID_ARGUMENT, "too_large": Code.RESOURCE_EXHAUSTED, "gone": Code.UNAVAILABLE}
-WATCH_EVERY = 0.1  # seconds between two looks of a directory watch
+WATCH_EVERY = 0.05  # seconds between two reads of a streamed directory watch's events
+
+
+class SandboxGone(BaseException):
+    """The sandbox went while a stream of it was open: the stream's connection is dropped, not
+    ended, as a killed sandbox's is on E2B (the SDK then asks /health and says the sandbox was
+    killed). The Connect runtime would send an end message: `dropping` tells the dispatcher's
+    send (app.py) to refuse it."""
+
+
+dropping: contextvars.ContextVar[dict | None] = contextvars.ContextVar("e2b_dropping", default=None)
 
 
 def user_of(headers) -> str:
@@ -112,6 +123,11 @@ class ProcessService(Base):
             yield wrap(event=P.ProcessEvent(event=Oneof("start", P.ProcessEvent.StartEvent(pid=pid))))
             while True:
                 ev = await q.get()
+                if ev.get("gone"):
+                    flag = dropping.get()
+                    if flag is not None:
+                        flag["drop"] = True
+                    raise SandboxGone()
                 yield wrap(event=_event(ev, sbx))
                 if ev["ev"] == "end":
                     return
@@ -276,51 +292,46 @@ class FilesystemService(Base):
         sbx.audit("files.remove", {"path": request.path})
         return F.RemoveResponse()
 
-    async def _changes(self, sbx, path: str, recursive: bool, before: dict | None):
-        now = (await ask(sbx, "snapshot", path=path, recursive=recursive))["entries"]
-        events = []
-        if before is not None:
-            for p, v in now.items():
-                old = before.get(p)
-                kind = (F.EventType.CREATE if old is None else F.EventType.CHMOD if old[3] != v[3] and old[:3] == v[:3]
-                        else F.EventType.WRITE if old != v else None)
-                if kind is not None:
-                    events.append(F.FilesystemEvent(name=p[len(path):].lstrip("/"), type=kind))
-            for p in before.keys() - now.keys():
-                events.append(F.FilesystemEvent(name=p[len(path):].lstrip("/"), type=F.EventType.REMOVE))
-        return now, events
+    async def _events(self, sbx, wid: int, entries: bool) -> list:
+        kinds = {"create": F.EventType.CREATE, "write": F.EventType.WRITE, "remove": F.EventType.REMOVE,
+                 "rename": F.EventType.RENAME, "chmod": F.EventType.CHMOD}
+        res = await ask(sbx, "watch_read", wid=wid, entries=entries)
+        return [F.FilesystemEvent(name=e["name"], type=kinds[e["type"]],
+                                  entry=entry(e["entry"]) if entries and e.get("entry") else None)
+                for e in res["events"]]
 
     async def watch_dir(self, request, ctx):
         sbx = self.sbx(ctx)
-        path = path_of(request.path).rstrip("/") or "/"
-        seen, _ = await self._changes(sbx, path, request.recursive, None)
-        yield F.WatchDirResponse(event=Oneof("start", F.WatchDirResponse.StartEvent()))
-        while not sbx.killed:
-            await asyncio.sleep(WATCH_EVERY)
-            seen, events = await self._changes(sbx, path, request.recursive, seen)
-            for ev in events:
-                yield F.WatchDirResponse(event=Oneof("filesystem", ev))
+        wid = (await ask(sbx, "watch_start", path=path_of(request.path), recursive=request.recursive))["wid"]
+        try:
+            yield F.WatchDirResponse(event=Oneof("start", F.WatchDirResponse.StartEvent()))
+            while not sbx.killed:
+                for ev in await self._events(sbx, wid, request.include_entry):
+                    yield F.WatchDirResponse(event=Oneof("filesystem", ev))
+                await asyncio.sleep(WATCH_EVERY)
+        finally:
+            if not sbx.killed:
+                sbx.inbox.ask("watch_stop", wid=wid)
 
     async def create_watcher(self, request, ctx):
         sbx = self.sbx(ctx)
-        path = path_of(request.path).rstrip("/") or "/"
-        seen, _ = await self._changes(sbx, path, request.recursive, None)
-        wid = X.new_id()
-        watchers = sbx.__dict__.setdefault("watchers", {})
-        watchers[wid] = {"path": path, "recursive": request.recursive, "seen": seen}
-        return F.CreateWatcherResponse(watcher_id=wid)
+        wid = (await ask(sbx, "watch_start", path=path_of(request.path), recursive=request.recursive))["wid"]
+        key = X.new_id()
+        sbx.watchers[key] = (wid, request.include_entry)
+        return F.CreateWatcherResponse(watcher_id=key)
 
     async def get_watcher_events(self, request, ctx):
         sbx = self.sbx(ctx)
-        w = sbx.__dict__.get("watchers", {}).get(request.watcher_id)
+        w = sbx.watchers.get(request.watcher_id)
         if w is None:
             raise ConnectError(Code.NOT_FOUND, "watcher not found")
-        w["seen"], events = await self._changes(sbx, w["path"], w["recursive"], w["seen"])
-        return F.GetWatcherEventsResponse(events=events)
+        return F.GetWatcherEventsResponse(events=await self._events(sbx, w[0], w[1]))
 
     async def remove_watcher(self, request, ctx):
         sbx = self.sbx(ctx)
-        sbx.__dict__.get("watchers", {}).pop(request.watcher_id, None)
+        w = sbx.watchers.pop(request.watcher_id, None)
+        if w is not None:
+            await ask(sbx, "watch_stop", wid=w[0])
         return F.RemoveWatcherResponse()
 
 

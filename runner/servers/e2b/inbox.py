@@ -148,7 +148,10 @@ def op_mkdir(r):
     os.makedirs(p); return {"created": True, "entry": entry(p)}
 def op_remove(r):
     p = r["path"]
-    st = os.lstat(p)
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        return {}
     if S.S_ISDIR(st.st_mode):
         import shutil; shutil.rmtree(p)
     else:
@@ -177,6 +180,7 @@ def op_write(r):
     if d: os.makedirs(d, exist_ok=True)
     with open(p, "wb") as f:
         f.write(base64.b64decode(r["b64"]))
+        os.fchown(f.fileno(), os.getuid(), os.getgid())  # the owner set, as envd's writes do (watchers see a chmod)
     return {"entry": entry(p)}
 def op_snapshot(r):
     # what watch compares: the names and (type, size, mtime) of a directory's entries, to a depth
@@ -191,9 +195,102 @@ def op_snapshot(r):
             except OSError: continue
             res[p] = [S.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, S.S_IMODE(st.st_mode)]
             if S.S_ISDIR(st.st_mode) and level < depth: walk(p, level + 1)
-    if not os.path.isdir(top): raise NotADirectoryError(errno.ENOTDIR, "path is not a directory", top)
+    if not S.S_ISDIR(os.stat(top).st_mode): raise NotADirectoryError(errno.ENOTDIR, "path is not a directory", top)
     walk(top, 1)
     return {"entries": res}
+IN = {"access": 0x1, "modify": 0x2, "attrib": 0x4, "moved_from": 0x40, "moved_to": 0x80, "create": 0x100,
+      "delete": 0x200, "delete_self": 0x400, "onlydir": 0x01000000, "isdir": 0x40000000, "ignored": 0x8000}
+WATCH_MASK = IN["modify"] | IN["attrib"] | IN["moved_from"] | IN["moved_to"] | IN["create"] | IN["delete"]
+watches = {}
+_libc = None
+def libc():
+    global _libc
+    if _libc is None:
+        import ctypes
+        _libc = ctypes.CDLL(None, use_errno=True)
+    return _libc
+class Watch:
+    # inotify on a directory (and its subdirectories when recursive), read when asked
+    def __init__(self, top, recursive):
+        import ctypes
+        self.fd = libc().inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            e = ctypes.get_errno(); raise OSError(e, os.strerror(e))
+        self.top = top.rstrip("/") or "/"; self.recursive = recursive; self.dirs = {}
+        self.add(self.top)
+        if recursive:
+            for d, subdirs, _ in os.walk(self.top):
+                for n in subdirs:
+                    self.add(os.path.join(d, n))
+    def add(self, d):
+        import ctypes
+        wd = libc().inotify_add_watch(self.fd, os.fsencode(d), WATCH_MASK | IN["onlydir"])
+        if wd < 0:
+            e = ctypes.get_errno(); raise OSError(e, os.strerror(e), d)
+        self.dirs[wd] = d
+    def read(self):
+        out = []
+        while True:
+            try:
+                buf = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            i = 0
+            while i + 16 <= len(buf):
+                wd, mask, _cookie, n = struct.unpack_from("iIII", buf, i)
+                name = buf[i + 16:i + 16 + n].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+                i += 16 + n
+                d = self.dirs.get(wd)
+                if d is None or not name:
+                    continue
+                full = os.path.join(d, name)
+                rel = full[len(self.top):].lstrip("/") if self.top != "/" else full.lstrip("/")
+                for bit, kind in (("create", "create"), ("moved_to", "create"), ("modify", "write"), ("delete", "remove"),
+                                  ("moved_from", "rename"), ("attrib", "chmod")):
+                    if mask & IN[bit]:
+                        out.append({"name": rel, "type": kind, "path": full})
+                if mask & (IN["create"] | IN["moved_to"]) and mask & IN["isdir"] and self.recursive:
+                    self.adopt(full, out)
+    def adopt(self, d, out):
+        # a directory that came into a recursive watch: watched from now on, and what it already
+        # holds (made before its watch was added) reported as created, and written when not empty
+        try: self.add(d)
+        except OSError: return
+        for sub, dirs, files in os.walk(d):
+            for n in dirs:
+                p = os.path.join(sub, n)
+                try: self.add(p)
+                except OSError: continue
+                out.append({"name": p[len(self.top):].lstrip("/"), "type": "create", "path": p})
+            for n in files:
+                p = os.path.join(sub, n)
+                out.append({"name": p[len(self.top):].lstrip("/"), "type": "create", "path": p})
+                try:
+                    if os.lstat(p).st_size: out.append({"name": p[len(self.top):].lstrip("/"), "type": "write", "path": p})
+                except OSError: pass
+    def close(self):
+        os.close(self.fd)
+def op_watch_start(r):
+    st = os.stat(r["path"])
+    if not S.S_ISDIR(st.st_mode): raise NotADirectoryError(errno.ENOTDIR, "path is not a directory", r["path"])
+    w = Watch(r["path"], bool(r.get("recursive")))
+    wid = len(watches) + 1
+    while wid in watches: wid += 1
+    watches[wid] = w
+    return {"wid": wid}
+def op_watch_read(r):
+    w = watches.get(r["wid"])
+    if w is None: raise LookupError("watcher not found")
+    events = w.read()
+    if r.get("entries"):
+        for e in events:
+            try: e["entry"] = entry(e["path"])
+            except OSError: e["entry"] = None
+    return {"events": events}
+def op_watch_stop(r):
+    w = watches.pop(r["wid"], None)
+    if w is not None: w.close()
+    return {}
 OPS = {k[3:]: v for k, v in globals().items() if k.startswith("op_")}
 def kind(e):
     if isinstance(e, FileNotFoundError): return "not_found"

@@ -160,6 +160,12 @@ class Inbox:
         return stop
 
     def close(self) -> None:
+        import socket
+
+        try:  # (a shutdown first: a close alone does not wake the reader blocked in recv)
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:
@@ -187,6 +193,7 @@ class Sandbox:
     limits: Any = None
     killed: bool = False
     grant: Any = None
+    watchers: dict = field(default_factory=dict)  # filesystem watcher id -> (its inbox watch, entries wanted)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
