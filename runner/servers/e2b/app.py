@@ -154,7 +154,7 @@ def runner_key(e2b_key: str) -> str | None:
     if not e2b_key.startswith("e2b_"):
         return None
     try:
-        return bytes.fromhex(e2b_key[4:]).decode("utf-8")
+        return bytes.fromhex(e2b_key[4:]).decode("utf-8") or None
     except ValueError:
         return None
 
@@ -377,8 +377,17 @@ def rest_app(e2b: E2B):
 
     @app.get("/sandboxes/{sid}/metrics")
     async def metrics(sid: str, request: Request):
+        """One sample of the sandbox's use, taken now (runner keeps no history of them): none for a
+        range (start, end: Unix seconds) that ends before the sandbox started or starts after now."""
         grant = await tenant(request)
         s = mine(grant, sid)
+        q = request.query_params
+        try:
+            start, end = (int(q[k]) if q.get(k) else None for k in ("start", "end"))
+        except ValueError:
+            raise Err(400, "start and end are Unix seconds") from None
+        if (end is not None and end < int(s.started_at)) or (start is not None and start > time.time()):
+            return []
         with state.gate.slot(grant):
             m = await anyio.to_thread.run_sync(_metric, s, limiter=state.threads)
         return [m] if m else []
