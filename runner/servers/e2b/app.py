@@ -178,7 +178,9 @@ def rest_app(e2b: E2B):
     state = e2b.state
     app = FastAPI(title="runner serve: E2B API", docs_url=None, redoc_url=None, openapi_url=None)
 
-    class Err(Exception):
+    from ...errors import RunnerError
+
+    class Err(RunnerError):
         def __init__(self, code: int, message: str, headers: dict | None = None) -> None:
             self.code, self.message, self.headers = code, message, headers or {}
 
@@ -430,8 +432,10 @@ def _mb(size) -> float:
 
 def _metric(s: X.Sandbox) -> dict | None:
     """One sample of the container's use, from the engine's stats (one-shot)."""
+    from ...backends.docker import DockerBackend
+
     try:
-        st = s.executor.client.api.stats(s.cid, stream=False, one_shot=False)
+        st = DockerBackend.stats(s.executor)
     except Exception:
         return None
     cpu, pre = st.get("cpu_stats") or {}, st.get("precpu_stats") or {}

@@ -13,6 +13,7 @@ from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from protobuf import Oneof
 
+from ...errors import RunnerError
 from . import sandbox as X
 from .envd.filesystem import filesystem_pb as F
 from .envd.filesystem.filesystem_connect import FilesystemASGIApplication
@@ -24,11 +25,11 @@ CODES = {"not_found": Code.NOT_FOUND, "exists": Code.ALREADY_EXISTS, "permission
 WATCH_EVERY = 0.05  # seconds between two reads of a streamed directory watch's events
 
 
-class SandboxGone(BaseException):
+class SandboxGone(RunnerError):
     """The sandbox went while a stream of it was open: the stream's connection is dropped, not
     ended, as a killed sandbox's is on E2B (the SDK then asks /health and says the sandbox was
     killed). The Connect runtime would send an end message: `dropping` tells the dispatcher's
-    send (app.py) to refuse it."""
+    send (app.py) to refuse it, and every message after."""
 
 
 dropping: contextvars.ContextVar[dict | None] = contextvars.ContextVar("e2b_dropping", default=None)

@@ -39,14 +39,11 @@ class InboxError(RunnerError):
 class Inbox:
     """The in-sandbox process of one sandbox, over a docker exec's stdin and stdout."""
 
-    def __init__(self, client, cid: str, env: dict[str, str]) -> None:
-        from executors.docker.process import _raw
-
+    def __init__(self, executor, env: dict[str, str]) -> None:
+        from ...backends.docker import DockerBackend
         from .inbox import SOURCE
 
-        ex = client.api.exec_create(cid, ["python3", "-u", "-c", SOURCE], stdin=True, stdout=True, stderr=True,
-                                    environment=env, workdir=HOME, user=USER)
-        self.sock = _raw(client.api.exec_start(ex["Id"], socket=True))
+        self.sock, self._frames = DockerBackend.exec_attached(executor, ["python3", "-u", "-c", SOURCE], env, HOME, USER)
         self._wlock = threading.Lock()
         self._ids = 0
         self._waiting: dict[int, concurrent.futures.Future] = {}
@@ -59,9 +56,7 @@ class Inbox:
         threading.Thread(target=self._read, name="e2b-inbox", daemon=True).start()
 
     def _read(self) -> None:
-        from executors.docker.wire import Frames
-
-        mux = Frames(self.sock)
+        mux = self._frames
         buf = bytearray()
         try:
             while (item := mux.frame()) is not None:
@@ -235,9 +230,7 @@ def new_id() -> str:
 def start(sbx: Sandbox, grant, image: str, data: Path) -> None:
     """Make sbx's container (hardened: runner's sandbox config from the tenant's policy) and its
     in-sandbox process; raises on failure (the caller closes sbx)."""
-    from executors.docker.executor import DockerExecutor
-
-    from ...cli.exec_cmd import ExecOptions, build_config
+    from ...backends.docker import DockerBackend
     from ...controller.core import Runner
     from ...policy import load
     from ..serve.sessions import own_workspace
@@ -252,18 +245,17 @@ def start(sbx: Sandbox, grant, image: str, data: Path) -> None:
     group = sbx.workspace.parent / (sbx.id + ".group")
     group.write_text("root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n")
     env = {"HOME": HOME, "USER": "user", "LANG": "C.UTF-8", **sbx.envs}
-    cfg = build_config(ExecOptions(cmd=["true"], image=image, workdir=HOME, user=USER,
-                                   mounts=[f"{sbx.workspace}:{HOME}", f"{passwd}:/etc/passwd:ro", f"{group}:/etc/group:ro"],
-                                   env=[f"{k}={v}" for k, v in env.items()]))
-    cfg = cfg.model_copy(update={"session": sbx.id, "lifecycle": "per-session",
-                                 "labels": {**cfg.labels, "runner.tenant": sbx.tenant, "runner.role": "e2b",
-                                            "runner.e2b": sbx.id},
-                                 "limits": limits.sandbox_limits(), "runtime": policy.sandbox.runtime})
+    cfg = DockerBackend.container_config([(str(sbx.workspace), HOME), (str(passwd), "/etc/passwd", True),
+                                          (str(group), "/etc/group", True)],
+                                         image=image, workdir=HOME, user=USER, env=env, session=sbx.id,
+                                         lifecycle="per-session", limits=limits.sandbox_limits(),
+                                         runtime=policy.sandbox.runtime,
+                                         labels={"runner.tenant": sbx.tenant, "runner.role": "e2b", "runner.e2b": sbx.id})
     sbx.limits = cfg.limits
     sbx.runner = Runner(workspace=sbx.workspace, policy=grant.policies[sbx.policy], session=sbx.id, tenant=sbx.tenant)
-    sbx.executor = DockerExecutor(cfg)
+    sbx.executor = DockerBackend.make_executor(cfg)
     sbx.executor.start()
-    sbx.inbox = Inbox(sbx.executor.client, sbx.cid, env)
+    sbx.inbox = Inbox(sbx.executor, env)
     sbx.inbox.ready.result(timeout=60)
 
 
