@@ -119,11 +119,17 @@ def _event(ev: dict, sbx: X.Sandbox):
 
 
 class ProcessService(Base):
-    async def _stream(self, sbx, pid: int, q: asyncio.Queue, stop, wrap):
+    async def _stream(self, sbx, pid: int, q: asyncio.Queue, stop, wrap, ctx):
+        """The process's events until its end; past the request's deadline (the SDK's `timeout`,
+        as Connect's timeout header) the stream ends with DEADLINE_EXCEEDED (the process runs on)."""
         try:
             yield wrap(event=P.ProcessEvent(event=Oneof("start", P.ProcessEvent.StartEvent(pid=pid))))
             while True:
-                ev = await q.get()
+                left = ctx.timeout_ms
+                try:
+                    ev = await (q.get() if left is None else asyncio.wait_for(q.get(), max(left, 0) / 1000))
+                except asyncio.TimeoutError:
+                    raise ConnectError(Code.DEADLINE_EXCEEDED, "the command's timeout passed") from None
                 if ev.get("gone"):
                     flag = dropping.get()
                     if flag is not None:
@@ -170,7 +176,7 @@ class ProcessService(Base):
                 ws = inbox.watchers.get(pid)
                 if ws and put in ws:
                     ws.remove(put)
-        async for m in self._stream(sbx, pid, q, stop, P.StartResponse):
+        async for m in self._stream(sbx, pid, q, stop, P.StartResponse, ctx):
             yield m
 
     async def _pid(self, sbx, selector) -> int:
@@ -193,7 +199,7 @@ class ProcessService(Base):
             raise ConnectError(Code.NOT_FOUND, f"process with pid {pid} not found")
         q, put = self._queue()
         stop = sbx.inbox.watch(pid, put)
-        async for m in self._stream(sbx, pid, q, stop, P.ConnectResponse):
+        async for m in self._stream(sbx, pid, q, stop, P.ConnectResponse, ctx):
             yield m
 
     async def list(self, request, ctx):

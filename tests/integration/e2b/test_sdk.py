@@ -178,3 +178,37 @@ def test_timeout_removes_the_sandbox(as_tenant, docker_client):
         time.sleep(0.2)
     assert e2b_containers(docker_client, sbx.sandbox_id) == []
     assert not Sandbox.list().next_items()
+
+
+AUDITED = """\
+extends: default
+name: audited
+sandbox: {{lifecycle: per-session, pool_size: 0}}
+audit: {{path: {path}}}
+"""
+
+
+def test_output_is_redacted_and_operations_audited(tmp_path, start_server, monkeypatch):
+    import json
+
+    from e2b import Sandbox
+
+    from runner.servers.e2b.app import e2b_key
+
+    data = tmp_path / "d"
+    data.mkdir()
+    log = tmp_path / "audit.jsonl"
+    key = e2b_key(add_tenant("dave", data, write_policy(tmp_path, AUDITED.format(path=log), "audited")))
+    url = start_server("--data", str(data)).url + "/e2b"
+    monkeypatch.setenv("E2B_API_URL", url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", url)
+    sbx = Sandbox.create("base", api_key=key)
+    try:  # a token the command assembles, so it is in the output only
+        out = sbx.commands.run("printf 'token=ghp_%s\\n' $(printf 'a%.0s' $(seq 36))").stdout
+        assert out == "token=[REDACTED:github-token]\n"
+        sbx.files.write("f.txt", "x")
+    finally:
+        sbx.kill()
+    tools = [(r.get("tool"), r.get("tenant"), r.get("session")) for r in map(json.loads, log.read_text().splitlines())]
+    for op in ("e2b.create", "e2b.process.start", "e2b.files.write", "e2b.kill"):
+        assert (op, "dave", sbx.sandbox_id) in tools, tools
