@@ -335,11 +335,11 @@ def main() -> None:
         try:  # E2B's API on runner serve, through the official SDK (the extras e2b and e2b-test)
             import e2b  # noqa: F401
 
-            from bench.e2b import e2b_section
+            from bench.e2b_api import e2b_section
         except ImportError:
             print("\nE2B API: not measured (install runner[e2b,e2b-test])")
         else:
-            print("\nE2B API on runner serve (bench/e2b.py):")
+            print("\nE2B API on runner serve (bench/e2b_api.py):")
             for line in e2b_section():
                 print(line)
     print(f"\nload average at the end: {loadavg()}")

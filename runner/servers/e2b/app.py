@@ -95,10 +95,52 @@ class E2B:
         self.ensure_reaper()
         sid = header(scope, "e2b-sandbox-id")
         if sid is None:
+            if scope["type"] == "http" and _route(scope) == "/files" and b"signature=" in scope.get("query_string", b""):
+                return await self.signed(scope, receive, send)
             return await self.rest(scope, receive, send)
         return await self.envd(scope, receive, send, sid)
 
-    async def envd(self, scope, receive, send, sid: str):
+    async def signed(self, scope, receive, send):
+        """A signed file URL (download_url / upload_url of a secure sandbox): no header names the
+        sandbox, the signature does (a sha256 over the path, operation, user, the sandbox's access
+        token and the expiry, as E2B's SDK makes it); one expired or matching no sandbox is 401."""
+        import base64
+        import hashlib
+        from urllib.parse import parse_qs
+
+        from starlette.responses import JSONResponse
+
+        q = {k: v[0] for k, v in parse_qs(scope.get("query_string", b"").decode("latin-1")).items()}
+        sig, path, user = q.get("signature", ""), q.get("path", ""), q.get("username", "")
+        expiry = q.get("signature_expiration")
+        op = "write" if scope["method"] == "POST" else "read"
+        if expiry is not None:
+            if not expiry.lstrip("-").isdigit():
+                return await JSONResponse({"code": 400, "message": "bad signature_expiration"}, 400)(scope, receive, send)
+            if int(expiry) < time.time():
+                return await JSONResponse({"code": 401, "message": "signature is already expired"},
+                                          401)(scope, receive, send)
+        with self.lock:
+            secure = [s for s in self.sandboxes.values() if s.secure and not s.killed]
+        for s in secure:
+            raw = f"{path}:{op}:{user}:{s.access_token}" + (f":{expiry}" if expiry is not None else "")
+            want = "v1_" + base64.b64encode(hashlib.sha256(raw.encode()).digest()).rstrip(b"=").decode()
+            if hmac.compare_digest(want.encode(), sig.encode()):
+                return await self.envd(scope, receive, send, s.id, signed=True)
+        return await JSONResponse({"code": 401, "message": "invalid signature"}, 401)(scope, receive, send)
+
+    async def signed_at_root(self, scope, receive, send):
+        """/files at the server's root: where E2B's SDK points a signed URL (it keeps the host of
+        E2B_SANDBOX_URL and drops its path)."""
+        from starlette.responses import JSONResponse
+
+        if scope["type"] != "http":
+            return
+        if b"signature=" not in scope.get("query_string", b"") or scope["path"].rstrip("/") != "/files":
+            return await JSONResponse({"code": 404, "message": "not found"}, 404)(scope, receive, send)
+        return await self.signed(scope, receive, send)
+
+    async def envd(self, scope, receive, send, sid: str, signed: bool = False):
         from starlette.responses import JSONResponse
 
         from ..httpheaders import header
@@ -108,17 +150,14 @@ class E2B:
         if sbx is None:  # (what E2B's proxy answers for a sandbox that is not there: the SDK reads 502 so)
             return await JSONResponse({"code": 502, "message": f"sandbox {sid[:60]} not found"},
                                       status_code=502)(scope, receive, send)
-        if sbx.secure:
+        if sbx.secure and not signed:
             token = header(scope, "x-access-token") or ""
             if not hmac.compare_digest(token.encode(), sbx.access_token.encode()):
                 return await JSONResponse({"code": 401, "message": "this sandbox is secure: send its envd access token "
                                            "(X-Access-Token)"}, status_code=401)(scope, receive, send)
         if scope["type"] != "http":
             return
-        path = scope["path"]
-        root = scope.get("root_path") or ""
-        if root and path.startswith(root):
-            path = path[len(root):]
+        path = "/files" if signed else _route(scope)
         try:
             slot = self.state.gate.slot(sbx.grant)
         except Over as e:
@@ -146,6 +185,12 @@ class E2B:
             return
         finally:
             slot.release()
+
+
+def _route(scope) -> str:
+    """The request's path below /e2b."""
+    path, root = scope["path"], scope.get("root_path") or ""
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 # -- keys --------------------------------------------------------------------------------
@@ -464,4 +509,10 @@ def mount(app, state) -> E2B:
     e2b = E2B(state)
     state.extra["e2b"] = e2b
     app.mount("/e2b", e2b)
+    from starlette.routing import Route
+
+    class AtRoot:  # (an object, so that starlette's Route passes it the ASGI call as it is)
+        async def __call__(self, scope, receive, send):
+            return await e2b.signed_at_root(scope, receive, send)
+    app.router.routes.append(Route("/files", AtRoot(), methods=["GET", "POST"]))  # E2B's signed file URLs
     return e2b

@@ -266,7 +266,7 @@ def entry(e: dict):
     return F.EntryInfo(name=e["name"], type=TYPES.get(e["type"], F.FileType.FILE), path=e["path"], size=e["size"],
                        mode=e["mode"], permissions=e["permissions"], owner=e["owner"], group=e["group"],
                        modified_time=Timestamp(seconds=int(secs), nanos=int((secs % 1) * 1e9)),
-                       symlink_target=e.get("symlink_target"))
+                       symlink_target=e.get("symlink_target"), metadata=e.get("metadata") or {})
 
 
 class FilesystemService(Base):

@@ -42,6 +42,9 @@ async def files_endpoint(e2b, sbx: X.Sandbox, path: str, scope, receive, send):
             return await Response(base64.b64decode(res["b64"]), media_type="application/octet-stream")(scope, receive, send)
         if request.method == "POST":
             written = []
+            meta = {k[len("x-metadata-"):]: v for k, v in request.headers.items() if k.startswith("x-metadata-")}
+            if any(not k or not v.isprintable() or not v.isascii() for k, v in meta.items()):
+                return await err(400, "metadata keys and values are printable ASCII")(scope, receive, send)
             ctype = request.headers.get("content-type", "")
             if ctype.startswith("multipart/form-data"):
                 form = await request.form(max_files=1000, max_part_size=MAX_FILE)
@@ -66,9 +69,10 @@ async def files_endpoint(e2b, sbx: X.Sandbox, path: str, scope, receive, send):
             for target, data in written:
                 if len(data) > MAX_FILE:
                     return await err(413, f"a file over {MAX_FILE} bytes")(scope, receive, send)
-                res = await ask("write", path=path_of(target), b64=base64.b64encode(data).decode())
+                res = await ask("write", path=path_of(target), b64=base64.b64encode(data).decode(), metadata=meta)
                 e = res["entry"]
-                out.append({"name": e["name"], "type": "file", "path": e["path"]})
+                out.append({"name": e["name"], "type": "file", "path": e["path"], **({"metadata": e["metadata"]}
+                                                                                   if e.get("metadata") else {})})
                 sbx.audit("files.write", {"path": target, "bytes": len(data)})
             return await JSONResponse(out)(scope, receive, send)
         return await err(405, "method not allowed")(scope, receive, send)

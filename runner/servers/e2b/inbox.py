@@ -39,7 +39,14 @@ def entry(path, st=None):
         group = grp.getgrgid(st.st_gid).gr_name
     except Exception:
         group = str(st.st_gid)
-    return {"name": os.path.basename(path.rstrip("/")) or "/", "path": path, "type": kind, "size": st.st_size,
+    meta = {}
+    try:
+        for name in os.listxattr(path, follow_symlinks=False):
+            if name.startswith("user.e2b."):
+                meta[name[9:]] = os.getxattr(path, name, follow_symlinks=False).decode("utf-8", "replace")
+    except OSError:
+        pass
+    return {"name": os.path.basename(path.rstrip("/")) or "/", "path": path, "type": kind, "size": st.st_size, "metadata": meta,
             "mode": S.S_IMODE(st.st_mode), "permissions": S.filemode(st.st_mode), "owner": owner, "group": group,
             "mtime": st.st_mtime, "symlink_target": target}
 class Proc:
@@ -180,6 +187,11 @@ def op_write(r):
     if d: os.makedirs(d, exist_ok=True)
     with open(p, "wb") as f:
         f.write(base64.b64decode(r["b64"]))
+        for name in os.listxattr(f.fileno()):  # the file's metadata is what this write says, none when it says none
+            if name.startswith("user.e2b."):
+                os.removexattr(f.fileno(), name)
+        for k, v in (r.get("metadata") or {}).items():
+            os.setxattr(f.fileno(), "user.e2b." + k.lower(), v.encode())
         os.fchown(f.fileno(), os.getuid(), os.getgid())  # the owner set, as envd's writes do (watchers see a chmod)
     return {"entry": entry(p)}
 def op_snapshot(r):

@@ -24,7 +24,7 @@ from ...errors import RunnerError
 HOME = "/home/user"
 USER = "1000:1000"
 MAX_LINE = 128 * 1024 * 1024  # bytes of one line from the in-sandbox process (a file read's base64)
-ENVD_VERSION = "0.5.7"
+ENVD_VERSION = "0.6.4"  # what the SDK checks features against: file metadata (0.6.2), watch entries (0.6.3)
 
 
 class InboxError(RunnerError):

@@ -212,3 +212,29 @@ def test_output_is_redacted_and_operations_audited(tmp_path, start_server, monke
     tools = [(r.get("tool"), r.get("tenant"), r.get("session")) for r in map(json.loads, log.read_text().splitlines())]
     for op in ("e2b.create", "e2b.process.start", "e2b.files.write", "e2b.kill"):
         assert (op, "dave", sbx.sandbox_id) in tools, tools
+
+
+def test_signed_urls_and_file_metadata(as_tenant):
+    from e2b import Sandbox
+
+    sbx = Sandbox.create("base", secure=True)
+    try:
+        info = sbx.files.write("m.txt", "signed", metadata={"Author": "ann"})
+        assert info.metadata == {"author": "ann"} and sbx.files.get_info("m.txt").metadata == {"author": "ann"}
+        assert sbx.files.write("m.txt", "again").metadata is None  # a write without metadata clears it
+        url = sbx.download_url("m.txt", "user")
+        assert "signature=" in url
+        assert httpx.get(url).text == "again"
+        forged = url.replace("signature=v1_", "signature=v1_A")
+        assert httpx.get(forged).status_code == 401
+        expired = sbx.download_url("m.txt", "user", use_signature_expiration=-60)
+        assert httpx.get(expired).json() == {"code": 401, "message": "signature is already expired"}
+        other = Sandbox.create("base", secure=True)  # the signature names the sandbox whose token made it
+        try:
+            other.files.write("m.txt", "other's")
+            assert httpx.get(other.download_url("m.txt", "user")).text == "other's"
+            assert httpx.get(url).text == "again"
+        finally:
+            other.kill()
+    finally:
+        sbx.kill()

@@ -3,7 +3,7 @@ commands.run("echo hi") -> kill(), p50 and p99 over N runs, and a warm commands.
 through runner's own API (/v1: a session, a bash call, its deletion; a warm bash call), in the
 same run, on loopback only.
 
-    .venv/bin/python bench/e2b.py [-n 50]
+    .venv/bin/python bench/e2b_api.py [-n 50]
 """
 from __future__ import annotations
 
