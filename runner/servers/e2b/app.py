@@ -12,6 +12,7 @@ sessions and its creation and kill count among its session operations.
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
 import threading
 import time
@@ -325,7 +326,8 @@ def rest_app(e2b: E2B):
         now = int(time.time() * 1e6) / 1e6  # whole microseconds, as its RFC 3339 form says
         s = X.Sandbox(id=sid, tenant=grant.name, template=template, policy=grant.default_policy, metadata=dict(meta),
                       envs=dict(envs), secure=bool(b.get("secure", False)), access_token=secrets.token_hex(16),
-                      started_at=now, end_at=now + timeout, workspace=state.data / "e2b" / grant.name / sid / "home",
+                      started_at=now, end_at=now + timeout, workspace=await anyio.to_thread.run_sync(
+                          _home, state.data, grant.name, limiter=state.quick),
                       release=release)
         s.grant = grant
         try:
@@ -499,6 +501,36 @@ def _metric(s: X.Sandbox) -> dict | None:
             "diskUsed": int(ws_used), "diskTotal": DISK_TOTAL}
 
 
+PREFIX = "e"  # a sandbox's directory: DATA/e2b/TENANT/e<pid>.<start>-<random>/ (runner/controller/piddirs.py)
+
+
+def _home(data: Path, tenant: str) -> Path:
+    """A new sandbox's home (not made yet), in a directory named for this process: a start after
+    a kill -9 removes what it left (sweep), and nothing of another live instance's."""
+    from ...controller import piddirs
+
+    top = data / "e2b" / tenant
+    top.mkdir(parents=True, exist_ok=True, mode=0o755)
+    d = Path(piddirs.make(PREFIX, str(top)))
+    os.chmod(d, 0o755)
+    return d / "home"
+
+
+def sweep(state) -> None:
+    """The sandbox directories of E2B servers that are gone (their containers are removed by
+    Sessions.adopt_at_start with the other orphans of a dead server)."""
+    from ...controller import piddirs
+
+    top = state.data / "e2b"
+    try:
+        tenants = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return
+    for d in tenants:
+        for path, _why in piddirs.sweep(str(d), PREFIX, dry_run=True):
+            state.sessions.remove_workspace(Path(path))
+
+
 def _discard(e2b: E2B, s: X.Sandbox) -> None:
     s.close()
     e2b.state.sessions.remove_workspace(s.workspace.parent)
@@ -508,6 +540,7 @@ def mount(app, state) -> E2B:
     """Serve E2B's API at /e2b of the app (runner/servers/serve/app.py)."""
     e2b = E2B(state)
     state.extra["e2b"] = e2b
+    sweep(state)
     app.mount("/e2b", e2b)
     from starlette.routing import Route
 

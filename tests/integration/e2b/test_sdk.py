@@ -238,3 +238,28 @@ def test_signed_urls_and_file_metadata(as_tenant):
             other.kill()
     finally:
         sbx.kill()
+
+
+def test_a_restart_after_kill_9_removes_what_the_dead_server_left(tmp_path, start_server, docker_client, monkeypatch):
+    import signal
+
+    from e2b import Sandbox
+
+    from runner.servers.e2b.app import e2b_key
+
+    from .conftest import POLICY
+
+    data = tmp_path / "d"
+    data.mkdir()
+    key = e2b_key(add_tenant("erin", data, write_policy(tmp_path, POLICY, "e2btiny")))
+    first = start_server("--data", str(data))
+    url = first.url + "/e2b"
+    monkeypatch.setenv("E2B_API_URL", url)
+    monkeypatch.setenv("E2B_SANDBOX_URL", url)
+    sbx = Sandbox.create("base", api_key=key)
+    sbx.files.write("left.txt", "x")
+    assert e2b_containers(docker_client, sbx.sandbox_id) and list((data / "e2b" / "erin").iterdir())
+    first.stop(signal.SIGKILL)
+    start_server("--data", str(data))
+    assert e2b_containers(docker_client, sbx.sandbox_id) == []
+    assert list((data / "e2b" / "erin").iterdir()) == []
