@@ -274,7 +274,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
     ap.add_argument("--only", default="", help="comma-separated sections: "
-                    "first,exec,tty,tools,steps,api,custom,density,throughput,memory,peers,broker,serve")
+                    "first,exec,tty,tools,steps,api,custom,density,throughput,memory,peers,broker,serve,e2b")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -335,6 +335,17 @@ def main() -> None:
             print("\nrunner serve: not measured (install runner[serve])")
         else:
             serve_section()
+    if want("e2b") and not args.quick:
+        try:  # E2B's API on runner serve, through the official SDK (the extras e2b and e2b-test)
+            import e2b  # noqa: F401
+
+            from bench.e2b_api import e2b_section
+        except ImportError:
+            print("\nE2B API: not measured (install runner[e2b,e2b-test])")
+        else:
+            print("\nE2B API on runner serve (bench/e2b_api.py):")
+            for line in e2b_section():
+                print(line)
     print(f"\nload average at the end: {loadavg()}")
 
 

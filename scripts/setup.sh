@@ -39,7 +39,7 @@ if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stam
   # editable_mode=compat: the editable install is one path in a .pth file. The default mode
   # installs an import finder that site runs at every start of Python, importing pathlib and
   # importlib.util with it: 20 ms of every `runner` command (DESIGN.md, speed).
-  .venv/bin/pip install -q -e '.[test,lua,inspect,serve]' --config-settings editable_mode=compat >&2
+  .venv/bin/pip install -q -e '.[test,lua,inspect,serve,e2b,e2b-test]' --config-settings editable_mode=compat >&2
   touch "$stamp"
 fi
 

@@ -112,13 +112,14 @@ class DockerBackend(BackendConfig):
 
     # -- sandboxes made from a config of their own (the inspect provider) --------------------
     @staticmethod
-    def container_config(mounts: list[tuple[str, str]], **fields):
+    def container_config(mounts: list[tuple], **fields):
         """An executors SandboxConfig (the hardened defaults, `fields` over them) with these
-        (host source, sandbox target) bind mounts, read-write. Raises pydantic's ValidationError
-        (a ValueError) for a bad field."""
+        (host source, sandbox target[, read_only]) bind mounts, read-write unless said. Raises
+        pydantic's ValidationError (a ValueError) for a bad field."""
         from executors.docker import Mount, SandboxConfig
 
-        return SandboxConfig(**fields, mounts=[Mount(source=src, target=dst) for src, dst in mounts])
+        return SandboxConfig(**fields, mounts=[Mount(source=m[0], target=m[1], read_only=bool(m[2:] and m[2]))
+                                               for m in mounts])
 
     @staticmethod
     def make_executor(cfg):
@@ -127,6 +128,24 @@ class DockerBackend(BackendConfig):
         from executors.docker import DockerExecutor
 
         return DockerExecutor(cfg)
+
+    @staticmethod
+    def exec_attached(ex, argv: list[str], env: dict[str, str], workdir: str, user: str):
+        """A command in a started per-session executor's container (runner serve's E2B sandboxes),
+        its stdin and its multiplexed output on one socket: (the socket, a reader of its frames)."""
+        from executors.docker.process import _raw
+        from executors.docker.wire import Frames
+
+        api = ex.client.api
+        made = api.exec_create(ex.container.id, argv, stdin=True, stdout=True, stderr=True, environment=env,
+                               workdir=workdir, user=user)
+        sock = _raw(api.exec_start(made["Id"], socket=True))
+        return sock, Frames(sock)
+
+    @staticmethod
+    def stats(ex) -> dict:
+        """The engine's one sample of a started per-session executor's container (cpu, memory)."""
+        return ex.client.api.stats(ex.container.id, stream=False)
 
     @staticmethod
     def require_image(image: str) -> None:

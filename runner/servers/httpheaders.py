@@ -19,6 +19,7 @@ GUARDED = frozenset({
     "last-event-id",  # the stream an MCP client resumes
     "content-length",  # where a body ends (the body limit reads it)
     "host", "origin",  # runner mcp --http's DNS-rebinding check
+    "x-api-key", "e2b-sandbox-id", "x-access-token",  # E2B's API (runner/servers/e2b/): the tenant, the sandbox, its token
 })
 
 

@@ -111,6 +111,12 @@ def create_app(state: State) -> FastAPI:
                   description="Many tenants' agents run tools in their own sandboxes. Authenticate every /v1 "
                               "route but /v1/health with `Authorization: Bearer KEY` (`runner tenants add`).")
     app.state.runner = state
+    try:  # E2B's API at /e2b (runner/servers/e2b/): needs the connectrpc runtime (the `e2b` extra)
+        from ..e2b.app import mount as mount_e2b
+    except ImportError:
+        pass
+    else:
+        mount_e2b(app, state)
 
     async def blocking(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.quick)

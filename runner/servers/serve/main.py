@@ -163,6 +163,8 @@ async def _serve(app, state, opts: ServeOptions) -> None:
             if state.mcp is not None:
                 await anyio.to_thread.run_sync(state.mcp.close_all)
             await anyio.to_thread.run_sync(state.sessions.close_all_live)
+            if state.extra.get("e2b") is not None:
+                await anyio.to_thread.run_sync(state.extra["e2b"].close_all)
             state.extra["networks"].close()
 
 

@@ -111,10 +111,10 @@ class Sessions:
 
     def refuse_past_maximum(self, grant: Grant, rows: int) -> None:
         """Full when the tenant's /v1 sessions (rows), MCP sessions and execs leave no room for one more."""
-        mcp, execs = self.held[grant.name, "mcp"], self.held[grant.name, "exec"]
-        if rows + mcp + execs >= grant.max_sessions:
-            raise Full(f"tenant {grant.name} has {rows + mcp + execs} open sessions ({rows} on /v1, {mcp} over MCP, "
-                       f"{execs} running /v1/exec), its maximum: end one (DELETE /v1/sessions/ID, or the MCP "
+        mcp, execs, e2b = self.held[grant.name, "mcp"], self.held[grant.name, "exec"], self.held[grant.name, "e2b"]
+        if rows + mcp + execs + e2b >= grant.max_sessions:
+            raise Full(f"tenant {grant.name} has {rows + mcp + execs + e2b} open sessions ({rows} on /v1, {mcp} over MCP, "
+                       f"{execs} running /v1/exec, {e2b} E2B sandboxes), its maximum: end one (DELETE /v1/sessions/ID, or the MCP "
                        "session) or wait for an exec to finish or an idle session to time out")
 
     def admit_elsewhere(self, grant: Grant, kind: str) -> Callable[[], None]:
