@@ -463,7 +463,12 @@ def _db_args():
          arg("--session-retention", type=float, default=7 * 86400.0,
              help="seconds an ended session's row is kept (then purged)"),
          arg("--max-session-ops-per-minute", type=int, default=120,
-             help="sessions a tenant may create and delete per minute (429 past it)"))
+             help="sessions a tenant may create and delete per minute (429 past it)"),
+         arg("--log-format", choices=("json", "text"), default="json",
+             help="the log on stderr: one JSON object a line (default) or text"),
+         arg("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+             help="the least level logged (default info: a line per request)"),
+         arg("--audit", help="the audit log of the tool calls (default DATA/audit.jsonl)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
@@ -471,7 +476,8 @@ def serve(a):
                               max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant,
                               tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
                               header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
-                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute)
+                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute,
+                              log_format=a.log_format, log_level=a.log_level, audit=a.audit)
     return guarded(main_.serve, opts)
 
 

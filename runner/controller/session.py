@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..backends import BackendConfig, Setting, ToolFolder
+from ..reporting import observe
 from .sandbox import NoSandbox, Sandbox, SandboxDied
 
 
@@ -66,7 +67,7 @@ class Session:
                 size = self.policy.sandbox.pool_size
                 if size is None:
                     size = 2 if self.lifecycle == "per-call" else 0
-                self._pool = SandboxPool(self.make_sandbox, size)
+                self._pool = SandboxPool(self.make_sandbox, size, tenant=self.policy.tenant)
                 if self.lifecycle == "per-session":
                     self._sandbox = self._pool.get()
         return self
@@ -115,6 +116,7 @@ class Session:
         hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
                  "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.env),
                  "single_call": self.lifecycle == "per-call"}
+        observe.emit("sandbox_started", tenant=pol.tenant)
         return self.placement.make_sandbox(hello, self.protected, self.tool_folders())
 
     def acquire(self) -> Sandbox:
@@ -149,11 +151,13 @@ class Session:
         """One agent op (a tool, or custom_describe/custom_run) in a sandbox: its raw result
         message. Raises NoSandbox, or SandboxDied (the sandbox is closed; the next op gets a
         fresh one)."""
-        sandbox = self.acquire()
+        with observe.span("sandbox.acquire", lifecycle=self.lifecycle):
+            sandbox = self.acquire()
         with self._lock:
             self._busy = sandbox
         try:
-            return sandbox.call(call_id, op, args, timeout, on_output=on_output)
+            with observe.span("agent.op", op=op):
+                return sandbox.call(call_id, op, args, timeout, on_output=on_output)
         except SandboxDied:
             sandbox.close()
             with self._lock:

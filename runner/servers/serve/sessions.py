@@ -23,6 +23,7 @@ from typing import Callable
 from sqlalchemy import delete, func, select, update
 
 from ...errors import RunnerError
+from ...reporting import observe
 from ...untrusted.wspath import remove_tree
 from . import db as D
 from .tenants import Grant
@@ -102,6 +103,7 @@ class Sessions:
             own_workspace(ws)
             s.add(D.SessionRow(id=sid, tenant=grant.name, policy=policy, state="open", reason="", owner="",
                             created=now, last_used=now))
+        observe.emit("session", action="created", tenant=grant.name, session=sid, policy=policy)
         return sid
 
     @staticmethod
@@ -202,6 +204,8 @@ class Sessions:
             n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.state == "open")
                           .values(state="closed", reason=reason, closed_at=time.time())).rowcount
             tenant = row.tenant
+        if n:
+            observe.emit("session", action="closed", tenant=tenant, session=sid, reason=reason)
         self.remove(tenant, sid)
         return bool(n)
 
