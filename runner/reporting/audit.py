@@ -326,11 +326,21 @@ class AuditLog:
                 moved = (st.st_dev, st.st_ino) != ident
             except FileNotFoundError:
                 moved = True
-            if moved:  # rotated (or removed): the old file's last lines, then the new one
+            if moved:  # rotated (or removed): the old file's last lines, the files rotated after it, the new one
                 buf += f.read()
                 *lines, _ = (buf + b"\n").split(b"\n")
                 yield from (r for r in (accepted(x) for x in lines if x.strip()) if r is not None)
                 f.close()
+                newer = self.files()[1:]
+                for i, p in enumerate(newer):
+                    try:
+                        pst = os.stat(p)
+                    except FileNotFoundError:
+                        continue
+                    if (pst.st_dev, pst.st_ino) == ident:  # ours, now p: those before it came after it
+                        for q in reversed(newer[:i]):
+                            yield from (r for r in self._read(q) if match is None or match(r))
+                        break
                 f, buf = None, b""
                 continue
             time.sleep(poll)
