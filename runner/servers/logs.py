@@ -36,8 +36,10 @@ class Log:
     def enabled(self, level: str) -> bool:
         return LEVELS[level] >= self.threshold
 
-    def event(self, event: str, msg: str, level: str = "info", **fields: Any) -> None:
-        if not self.enabled(level):
+    def event(self, event: str, msg: str, level: str = "info", always: bool = False, **fields: Any) -> None:
+        """One line, unless below the level (always: whatever the level: the line a supervisor
+        waits for, `listening`)."""
+        if not always and not self.enabled(level):
             return
         if self.fmt == "text":
             line = f"{self.name}: {msg}\n"

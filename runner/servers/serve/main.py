@@ -137,8 +137,9 @@ async def _announce(userver, state) -> None:
     for s in userver.servers:
         for sock in s.sockets:
             host, port = sock.getsockname()[:2]
-            _log(state).info("listening", f"listening on http://{host}:{port} (API docs at /docs; database "
-                             f"{state.db.engine.dialect.name})", url=f"http://{host}:{port}", pid=os.getpid())
+            _log(state).event("listening", f"listening on http://{host}:{port} (API docs at /docs; database "
+                              f"{state.db.engine.dialect.name})", always=True, url=f"http://{host}:{port}",
+                              pid=os.getpid())
             return
 
 

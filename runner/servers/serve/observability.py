@@ -161,7 +161,7 @@ def _images(tenants) -> set[str]:
     """The images of the granted policies' sandboxes and of the exec grants."""
     import json
 
-    from ...cli.exec_cmd import _qualify
+    from .app import _qualify  # (runner exec's naming of an image, as the exec grants are checked)
     from ...policy import load
 
     out: set[str] = set()

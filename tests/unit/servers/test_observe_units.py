@@ -81,7 +81,8 @@ def test_the_log_is_one_json_object_a_line_at_or_above_its_level():
     text = io.StringIO()
     Log("runner serve", "text", "warning", stream=text).info("request", "GET /x 200")
     Log("runner serve", "text", "warning", stream=text).warning("warning", "careful")
-    assert text.getvalue() == "runner serve: careful\n"
+    Log("runner serve", "text", "error", stream=text).event("listening", "listening on x", always=True)
+    assert text.getvalue() == "runner serve: careful\nrunner serve: listening on x\n"
     with pytest.raises(ValueError):
         Log(fmt="xml")
     with pytest.raises(ValueError):
