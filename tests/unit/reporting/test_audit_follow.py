@@ -62,7 +62,7 @@ def test_follow_goes_on_in_the_new_log_after_each_rotation(tmp_path):
         _until(lambda: got == ["c0"])  # it follows
         for i in range(1, 12):
             rec(log, i)
-            _until(lambda: len(got) == i + 1, what=(got, i))  # each record seen before the next rotation
+            _until(lambda i=i: len(got) == i + 1, what=(got, i))  # each record seen before the next rotation
     finally:
         done.set()
         t.join(10)
