@@ -14,10 +14,12 @@ OpenTelemetry tracer that runner/servers/observe.py installs when the SDK is con
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Any, Callable
 
 _listeners: list[Callable[[str, dict], None]] = []
 _tracer: Any = None
+_say: Callable[[str, str], None] | None = None  # a server's log (runner/servers/logs.py), when one runs
 _NOTHING = contextlib.nullcontext()
 
 
@@ -50,3 +52,20 @@ def span(name: str, **attributes: Any):
 
 def tracing() -> bool:
     return _tracer is not None
+
+
+def set_say(fn: Callable[[str, str], None] | None) -> None:
+    """say() goes to fn(text, level) from now on (None: to stderr again)."""
+    global _say
+    _say = fn
+
+
+def say(text: str, who: str = "runner serve", level: str = "warning") -> None:
+    """A line for the operator: to the server's log when one runs (one JSON line there), else
+    `who: text` on stderr (a command such as `runner tenants remove` doing the server's work)."""
+    if _say is not None:
+        try:
+            return _say(text, level)
+        except Exception:
+            pass
+    sys.stderr.write(f"{who}: {text}\n")

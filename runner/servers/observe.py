@@ -31,13 +31,17 @@ class Observer:
     operator: OperatorAuth = field(default_factory=lambda: OperatorAuth(None))
     tracer: Any = None
     provider: Any = None  # the SDK's TracerProvider, flushed and shut down by close()
+    stops: list = field(default_factory=list)  # what close() undoes besides (listeners of the server's)
 
     def close(self) -> None:
+        from ..reporting import observe
+
+        for stop in self.stops:
+            stop()
+        observe.set_say(None)
         if self.metrics is not None:
             self.metrics.close()
         if self.provider is not None:
-            from ..reporting import observe
-
             observe.set_tracer(None)
             try:
                 self.provider.shutdown()

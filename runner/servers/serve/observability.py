@@ -73,7 +73,8 @@ def attach(state, log: Log, audit: str | None = None) -> Observer:
             log.info(f"session_{f['action']}", f"session {f['session']} of {f['tenant']} {f['action']}"
                      + (f" ({f['reason']})" if f.get("reason") else ""), tenant=f.get("tenant"),
                      session=f.get("session"), reason=f.get("reason"))
-    state.extra["stop_lifecycle_log"] = observe.listen(lifecycle)
+    obs.stops.append(observe.listen(lifecycle))
+    observe.set_say(lambda text, level: log.event("warning" if level != "info" else "info", text, level))
     return obs
 
 

@@ -135,3 +135,18 @@ def test_metrics_count_events_and_cap_the_tool_labels_a_caller_chooses():
     assert [s.value for s in samples["runner_egress_refusals_total"]] == [1]
     assert {(s.labels["state"], s.value) for s in samples["runner_sessions"]} == {("open", 2), ("paused", 1)}
     assert [s.value for s in samples["runner_sessions_live"]] == [1]
+
+
+def test_say_goes_to_the_servers_log_when_one_runs_else_to_stderr(capsys):
+    observe.say("could not list containers: x")
+    assert capsys.readouterr().err == "runner serve: could not list containers: x\n"
+    buf = io.StringIO()
+    log = Log("runner serve", "json", "info", stream=buf)
+    observe.set_say(lambda text, level: log.event("warning", text, level))
+    try:
+        observe.say("kept network n: in use")
+    finally:
+        observe.set_say(None)
+    assert capsys.readouterr().err == ""
+    rec = json.loads(buf.getvalue())
+    assert rec["level"] == "warning" and rec["msg"] == "kept network n: in use"
