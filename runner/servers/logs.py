@@ -31,7 +31,7 @@ class Log:
             raise ValueError(f"log level must be one of {', '.join(LEVELS)}, not {level!r}")
         self.name, self.fmt, self.threshold = name, fmt, LEVELS[level]
         self.stream = stream
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a signal handler (SIGTERM: `stopping`) may log while its thread does
 
     def enabled(self, level: str) -> bool:
         return LEVELS[level] >= self.threshold

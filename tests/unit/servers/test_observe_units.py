@@ -150,3 +150,28 @@ def test_say_goes_to_the_servers_log_when_one_runs_else_to_stderr(capsys):
     assert capsys.readouterr().err == ""
     rec = json.loads(buf.getvalue())
     assert rec["level"] == "warning" and rec["msg"] == "kept network n: in use"
+
+
+def test_a_line_logged_from_a_signal_handler_while_a_line_is_written_does_not_deadlock():
+    """SIGTERM's handler logs `stopping` on the main thread, which may be inside a write of the
+    same log: with a plain lock the server hung and never exited."""
+    import threading
+
+    log = None
+
+    class Interrupting(io.StringIO):
+        hit = False
+
+        def write(self, s):
+            if not Interrupting.hit:  # as a handler would, between two steps of this write
+                Interrupting.hit = True
+                log.info("stopping", "stopping on signal 15")
+            return super().write(s)
+
+    buf = Interrupting()
+    log = Log("runner serve", "text", "info", stream=buf)
+    t = threading.Thread(target=lambda: log.info("request", "GET / 200"), daemon=True)
+    t.start()
+    t.join(30)  # (a bound on a hang, not a timing assertion)
+    assert not t.is_alive(), "the log deadlocked"
+    assert buf.getvalue().splitlines() == ["runner serve: stopping on signal 15", "runner serve: GET / 200"]
