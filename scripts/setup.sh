@@ -34,12 +34,12 @@ python=${PYTHON:-python3}
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "runner needs Python 3.11 or newer ($python is $("$python" -V 2>&1))"
 stamp=.venv/.runner-installed-compat  # named for the install mode: a venv of an older mode is redone
 if [ ! -x .venv/bin/python ] || [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "creating .venv and installing runner with its test dependencies, lupa (Lua tools), inspect_ai (its sandbox provider) and runner serve's libraries"
+  say "creating .venv and installing runner with its test dependencies, lupa (Lua tools), inspect_ai (its sandbox provider), runner serve's libraries and OpenTelemetry's SDK"
   [ -x .venv/bin/python ] || "$python" -m venv .venv
   # editable_mode=compat: the editable install is one path in a .pth file. The default mode
   # installs an import finder that site runs at every start of Python, importing pathlib and
   # importlib.util with it: 20 ms of every `runner` command (DESIGN.md, speed).
-  .venv/bin/pip install -q -e '.[test,lua,inspect,serve,e2b,e2b-test]' --config-settings editable_mode=compat >&2
+  .venv/bin/pip install -q -e '.[test,lua,inspect,serve,otel,e2b,e2b-test]' --config-settings editable_mode=compat >&2
   touch "$stamp"
 fi
 

@@ -306,26 +306,58 @@ def policy_check(a):
     return 1 if problems else 0
 
 
+def _audit_args():
+    return (arg("--audit", help="the audit log file (default $RUNNER_AUDIT_LOG, else the user's; a server's: "
+                                "DATA/audit.jsonl)"),
+            arg("--data", help="read the audit log of the `runner serve` with this --data (DATA/audit.jsonl)"))
+
+
+def _audit_log(a):
+    from ..reporting.audit import AuditLog
+
+    if a.audit:
+        return AuditLog(a.audit)
+    if a.data:
+        from pathlib import Path
+
+        return AuditLog(Path(a.data).expanduser() / "audit.jsonl")
+    return AuditLog()
+
+
 @command("tail",
          arg("-n", type=int, default=20, help="how many records (default 20)"),
-         arg("--json", dest="json_out", action="store_true", help="raw JSON lines"), group="audit")
+         arg("-f", "--follow", action="store_true", help="then print each new record as it is written (Ctrl-C ends)"),
+         arg("--tenant", help="only this tenant's records"), arg("--session", help="only this session's records"),
+         arg("--tool", help="only this tool's records"),
+         arg("--json", dest="json_out", action="store_true", help="raw JSON lines"), *_audit_args(), group="audit")
 def audit_tail(a):
-    """The newest records of the audit log."""
-    from ..reporting.audit import AuditLog, format_record
+    """The newest records of the audit log (with -f, and each new one as it comes)."""
+    from ..reporting.audit import format_record, matcher
     from ..untrusted.printable import json_text
 
-    for rec in guarded(lambda: AuditLog().tail(a.n)):
-        out(json_text(rec) if a.json_out else format_record(rec))
+    log, match = _audit_log(a), matcher(a.tenant, a.session, a.tool)
+
+    def show(recs):
+        for rec in recs:
+            out(json_text(rec) if a.json_out else format_record(rec))
+            if a.follow:
+                sys.stdout.flush()
+    if not a.follow:
+        show(guarded(lambda: log.tail(a.n, match)))
+        return 0
+    try:
+        guarded(lambda: show(log.follow(a.n, match)))
+    except KeyboardInterrupt:
+        return 130
 
 
-@command("show", arg("call_id", help="a call id, e.g. c3"), group="audit")
+@command("show", arg("call_id", help="a call id, e.g. c3"), *_audit_args(), group="audit")
 def audit_show(a):
     """Every record of one call id, one JSON line each (ids repeat across sessions: each record
     names its session)."""
-    from ..reporting.audit import AuditLog
     from ..untrusted.printable import json_text
 
-    recs = guarded(lambda: AuditLog().show(a.call_id))
+    recs = guarded(lambda: _audit_log(a).show(a.call_id))
     if not recs:
         raise fail(f"no audit record with call id {a.call_id}")
     for rec in recs:
@@ -471,7 +503,12 @@ def _db_args():
          arg("--session-retention", type=float, default=7 * 86400.0,
              help="seconds an ended session's row is kept (then purged)"),
          arg("--max-session-ops-per-minute", type=int, default=120,
-             help="sessions a tenant may create and delete per minute (429 past it)"))
+             help="sessions a tenant may create and delete per minute (429 past it)"),
+         arg("--log-format", choices=("json", "text"), default="json",
+             help="the log on stderr: one JSON object a line (default) or text"),
+         arg("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+             help="the least level logged (default info: a line per request)"),
+         arg("--audit", help="the audit log of the tool calls (default DATA/audit.jsonl)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
@@ -479,7 +516,8 @@ def serve(a):
                               max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant,
                               tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
                               header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
-                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute)
+                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute,
+                              log_format=a.log_format, log_level=a.log_level, audit=a.audit)
     return guarded(main_.serve, opts)
 
 

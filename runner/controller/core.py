@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ErrorType, RunnerError
+from ..reporting import observe
 from .output import OTHER_MAX_CHARS, Caps, ResultStore
 from ..results import ToolResult
 from .interface import ToolRunner
@@ -292,12 +293,15 @@ class Runner(ToolRunner):
     def _call_now(self, tool: str, args: dict | None, call_id: str, on_output) -> ToolResult:
         """call, under the Runner's lock, with its call id."""
         t0 = time.monotonic()
+        observe.emit("call_started", tenant=self.policy.tenant)
         meta = {"call_id": call_id, "tool": tool, "session": self.session_id}
         args = args if args is not None else {}
         # A dialect translates the call to a native one, runs it through _call, and shapes the answer.
         try:
-            result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
-                      else self._call(tool, args, call_id, meta, on_output))
+            with observe.span("tool.call", tool=str(tool)[:200], call_id=call_id, session=self.session_id,
+                              tenant=self.policy.tenant):
+                result = (self.dialect.call(self, tool, args, call_id, meta, on_output) if self.dialect is not None
+                          else self._call(tool, args, call_id, meta, on_output))
         finally:
             if self._may_have_written:
                 self._may_have_written = False
@@ -315,6 +319,8 @@ class Runner(ToolRunner):
             self.audit.record_result(call_id=call_id, tool=meta["tool"], args=args, result=result,
                                      session=self.session_id, tenant=self.policy.tenant,
                                      dialect=meta.get("dialect"), dialect_tool=meta.get("dialect_tool"))
+        observe.emit("call_done", tenant=self.policy.tenant, tool=meta["tool"], seconds=time.monotonic() - t0,
+                     error_type=(result.meta.get("error_type") or "execution") if result.is_error else None)
         return result
 
     def _call(self, tool: str, args: Any, call_id: str, meta: dict,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import ErrorType, RunnerError
+from ..reporting import observe
 from ..results import ToolResult
 
 ARGS_MAX_BYTES = 32 * 1024 * 1024
@@ -157,7 +158,8 @@ def check(ctx: Context, call: Call) -> ToolResult | None:
     """Run the steps in order; the ToolResult of the first refusal, or None to go ahead."""
     try:
         for step in STEPS:
-            step(ctx, call)
+            with observe.span("guard." + step.__name__.lstrip("_")):
+                step(ctx, call)
     except Refusal as e:
         return e.result()
     return None

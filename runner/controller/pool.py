@@ -16,12 +16,14 @@ import weakref
 from typing import Callable
 
 from . import finisher  # (first: its exit hook runs after _empty_pools)
+from ..reporting import observe
 from .sandbox import Sandbox
 
 
 class SandboxPool:
-    def __init__(self, factory: Callable[[], Sandbox], size: int = 1) -> None:
+    def __init__(self, factory: Callable[[], Sandbox], size: int = 1, tenant: str | None = None) -> None:
         self.factory = factory
+        self.tenant = tenant  # whose sandboxes (runner/reporting/observe.py's warm_pool events say)
         self.size = max(0, size)
         self._ready: queue.Queue[Sandbox] = queue.Queue()
         self._wanted = threading.Semaphore(0)
@@ -65,8 +67,11 @@ class SandboxPool:
             if self.size:
                 self._wanted.release()
             if sb.alive and not sb.used:
+                observe.emit("warm_pool", tenant=self.tenant, hit=True)
                 return sb
             sb.close()
+        if self.size:
+            observe.emit("warm_pool", tenant=self.tenant, hit=False)
         return self.factory().start()
 
     @property

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..backends import BackendConfig, Setting, ToolFolder
+from ..reporting import observe
 from .sandbox import NoSandbox, Sandbox, SandboxDied
 
 
@@ -68,7 +69,7 @@ class Session:
                 size = self.policy.sandbox.pool_size
                 if size is None:
                     size = 2 if self.lifecycle == "per-call" else 0
-                self._pool = SandboxPool(self.make_sandbox, size)
+                self._pool = SandboxPool(self.make_sandbox, size, tenant=self.policy.tenant)
                 if self.lifecycle == "per-session":
                     self._sandbox = self._pool.get()
         return self
@@ -117,6 +118,7 @@ class Session:
         hello = {"max_write_bytes": pol.limits.max_write, "network": pol.network.model_dump(mode="json"),
                  "roots": [], "search_endpoint": pol.network.search_endpoint, "env": dict(self.env),
                  "single_call": self.lifecycle == "per-call"}
+        observe.emit("sandbox_started", tenant=pol.tenant)
         return self.placement.make_sandbox(hello, self.protected, self.tool_folders())
 
     def acquire(self) -> Sandbox:
@@ -156,7 +158,8 @@ class Session:
                 raise SandboxDied("the call was cancelled before it ran")
             self._busy_id = call_id
         try:
-            sandbox = self.acquire()
+            with observe.span("sandbox.acquire", lifecycle=self.lifecycle):
+                sandbox = self.acquire()
         except BaseException:
             with self._lock:
                 self._busy_id = None
@@ -168,7 +171,8 @@ class Session:
             if cancelled:
                 self._stop(sandbox, "its call was cancelled")
                 raise SandboxDied("the call was cancelled")
-            return sandbox.call(call_id, op, args, timeout, on_output=on_output)
+            with observe.span("agent.op", op=op):
+                return sandbox.call(call_id, op, args, timeout, on_output=on_output)
         except SandboxDied:
             sandbox.close()
             with self._lock:

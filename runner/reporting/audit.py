@@ -22,7 +22,7 @@ import time
 from collections import deque
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..errors import ErrorType
 from ..untrusted.printable import json_text, printable
@@ -301,15 +301,16 @@ class AuditLog:
         except FileNotFoundError:
             return
 
-    def tail(self, n: int = 20) -> list[dict]:
-        """The last n records, oldest first."""
+    def tail(self, n: int = 20, match: Callable[[dict], bool] | None = None, files: list[Path] | None = None
+             ) -> list[dict]:
+        """The last n records (of those `match` accepts), oldest first."""
         if n <= 0:
             return []
         got: deque[dict] = deque(maxlen=n)
         chunks: list[list[dict]] = []
         have = 0
-        for f in self.files():
-            part = deque(self._read(f), maxlen=n - have)
+        for f in self.files() if files is None else files:
+            part = deque((r for r in self._read(f) if match is None or match(r)), maxlen=n - have)
             chunks.append(list(part))
             have += len(part)
             if have >= n:
@@ -317,6 +318,74 @@ class AuditLog:
         for part in reversed(chunks):
             got.extend(part)
         return list(got)
+
+    def follow(self, n: int = 20, match: Callable[[dict], bool] | None = None, poll: float = 0.25,
+               stop: Callable[[], bool] | None = None) -> Iterator[dict]:
+        """The last n records `match` accepts, then each one as it is appended, for ever (or until
+        stop() is true), across rotations: `runner audit tail -f`. No record is given twice or
+        skipped between the two: the log read for the last n is the one then followed."""
+        from ..untrusted.boundedjson import loads
+
+        def accepted(raw: bytes) -> dict | None:
+            try:
+                rec = loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                return None
+            return rec if isinstance(rec, dict) and (match is None or match(rec)) else None
+
+        f, ident, buf, first = None, None, b"", True
+        while stop is None or not stop():
+            if f is None:
+                try:
+                    f = open(self.path, "rb")
+                except FileNotFoundError:
+                    if first:  # nothing yet: the rotated files' last records, then wait for the log
+                        yield from self.tail(n, match, self.files()[1:] if self.path.exists() else self.files())
+                        first = False
+                    time.sleep(poll)
+                    continue
+                st = os.fstat(f.fileno())
+                ident = (st.st_dev, st.st_ino)
+            chunk = f.read()
+            if chunk:
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                recs = [r for r in (accepted(x) for x in lines if x.strip()) if r is not None]
+                if first:  # the log as it was: its last n, with the rotated files' before when it has fewer
+                    first = False
+                    recs = recs[-n:] if n > 0 else []
+                    if len(recs) < n:
+                        recs = self.tail(n - len(recs), match, self.files()[1:]) + recs
+                yield from recs
+                continue
+            if first:
+                first = False
+                yield from self.tail(n, match, self.files()[1:])
+            try:
+                st = os.stat(self.path)
+                moved = (st.st_dev, st.st_ino) != ident
+            except FileNotFoundError:
+                moved = True
+            if moved:  # rotated (or removed): the old file's last lines, the files rotated after it, the new one
+                buf += f.read()
+                *lines, _ = (buf + b"\n").split(b"\n")
+                yield from (r for r in (accepted(x) for x in lines if x.strip()) if r is not None)
+                f.close()
+                newer = self.files()[1:]
+                for i, p in enumerate(newer):
+                    try:
+                        pst = os.stat(p)
+                    except FileNotFoundError:
+                        continue
+                    if (pst.st_dev, pst.st_ino) == ident:  # ours, now p: those before it came after it
+                        for q in reversed(newer[:i]):
+                            yield from (r for r in self._read(q) if match is None or match(r))
+                        break
+                f, buf = None, b""
+                continue
+            time.sleep(poll)
+        if f is not None:
+            f.close()
 
     def show(self, call_id: str) -> list[dict]:
         """Every record of that call id (ids repeat across sessions), oldest first."""
@@ -356,6 +425,16 @@ def _write_whole_line(fd: int, data: bytes, end: int | None = None, whole: bool 
         os.ftruncate(fd, end)
         raise
     return end + done
+
+
+def matcher(tenant: str | None = None, session: str | None = None, tool: str | None = None
+            ) -> Callable[[dict], bool] | None:
+    """A record filter of `runner audit tail --tenant/--session/--tool` (each exact; --tool also
+    matches the tool as a dialect named it), or None for all."""
+    want = {k: v for k, v in (("tenant", tenant), ("session", session), ("tool", tool)) if v is not None}
+    if not want:
+        return None
+    return lambda rec: all(rec.get(k) == v or (k == "tool" and rec.get("dialect_tool") == v) for k, v in want.items())
 
 
 def format_record(rec: dict) -> str:

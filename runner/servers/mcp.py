@@ -471,13 +471,19 @@ HTTP_MAX_CONNECTIONS = 1024  # --http: connections at once (runner/servers/serve
 async def _serve_http(opts: Options, host: str, port: int) -> None:
     import uvicorn
 
+    from .observe import Access, metrics_endpoint
+
     registry = Registry(opts)
     server = build_server(registry.session_for, threads=opts.max_sessions + 2)
     app = server.streamable_http_app(streamable_http_path="/mcp", host=host, session_idle_timeout=opts.idle_timeout,
                                      max_sessions=opts.max_sessions)
+    obs = _observer(registry)
+
     async def sessions(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
+        if scope.get("path") == "/metrics" and scope.get("method") == "GET":  # runner/servers/observe.py
+            return await metrics_endpoint(obs, scope, receive, send)
         return await registry.handle(app, scope, receive, send)
 
     # the same bounds on connections as runner serve's (runner/servers/serve/conns.py): no key guards this
@@ -489,7 +495,7 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
         sys.stderr.write(f"runner mcp: the limit of open files is {have}: at most {most} connections at once "
                          "(raise `ulimit -n` for more)\n")
     limits = ConnLimits(most)
-    config = uvicorn.Config(refuse_duplicates(sessions), host=host, port=port, log_level="warning",
+    config = uvicorn.Config(Access(refuse_duplicates(sessions), obs), host=host, port=port, log_level="warning",
                             lifespan="on", timeout_graceful_shutdown=5, http=protocol(limits),
                             timeout_keep_alive=limits.keep_alive_timeout)
     userver = uvicorn.Server(config)
@@ -507,6 +513,21 @@ async def _serve_http(opts: Options, host: str, port: int) -> None:
         _ignore_signals()
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(registry.close_all)
+        obs.close()
+
+
+def _observer(registry: "Registry"):
+    """runner mcp --http's metrics (GET /metrics: loopback, or $RUNNER_OPERATOR_TOKEN) and traces;
+    its log says warnings only (no line per request, as before)."""
+    from .logs import Log
+    from .observe import make_observer
+    from .operator import token_for
+
+    def live() -> dict[str, int]:  # one server, one workspace: no tenant (the policy's `tenant` labels calls)
+        n = sum(not s.closed for s in list(registry.sessions.values()))
+        return {"": n} if n else {}
+    return make_observer(Log("runner mcp", "text", "warning"), token_for(None), "runner-mcp",
+                         sessions=lambda: [(t, "open", n) for t, n in live().items()], live=live)
 
 
 def serve_http(opts: Options, host: str, port: int) -> int:

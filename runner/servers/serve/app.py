@@ -15,6 +15,7 @@ import json
 import os
 import secrets
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ... import __version__
 from ...errors import RunnerError
 from ..httpheaders import header
+from ..metrics import QUEUED
 from ..one_at_a_time import Stoppable, in_turn as one_at_a_time
 from . import files as F
 from . import tenants as T
@@ -117,6 +119,9 @@ def create_app(state: State) -> FastAPI:
         pass
     else:
         mount_e2b(app, state)
+    from .observability import register
+
+    register(app, state)
 
     async def blocking(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.quick)
@@ -245,6 +250,7 @@ def create_app(state: State) -> FastAPI:
         except BaseException:
             slot.release()
             raise
+        QUEUED.set(time.monotonic())  # runner_queue_wait_seconds: from here to the call's start on its thread
         if not stream:
             with slot:
                 res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args)

@@ -26,7 +26,10 @@ async def authenticated(state, scope) -> T.Grant | None:
     scheme, _, key = (header(scope, "authorization") or "").partition(" ")
     if scheme.lower() != "bearer":
         return None
-    return await anyio.to_thread.run_sync(T.authenticate, state.db, key.strip(), limiter=state.quick)
+    grant = await anyio.to_thread.run_sync(T.authenticate, state.db, key.strip(), limiter=state.quick)
+    if grant is not None and isinstance(scope.get("state"), dict):
+        scope["state"]["tenant"] = grant.name  # for the access log and the request's span (runner/servers/observe.py)
+    return grant
 
 
 class Over(RunnerError):

@@ -4,8 +4,8 @@ on SIGTERM/SIGINT this instance's sandboxes are removed at once (calls in flight
 sessions stay open)."""
 from __future__ import annotations
 
+import os
 import signal
-import sys
 from dataclasses import dataclass
 
 import anyio
@@ -34,6 +34,9 @@ class ServeOptions:
     keep_alive_timeout: float = 5.0
     session_retention: float = 7 * 86400.0  # an ended session's row is purged after this
     session_ops: int = 120  # sessions one tenant may create and delete per minute
+    log_format: str = "json"  # the log on stderr: json lines or text (runner/servers/logs.py)
+    log_level: str = "info"
+    audit: str | None = None  # the audit log (default DATA/audit.jsonl: runner/servers/serve/observability.py)
 
 
 DESCRIPTORS_BESIDES = 256  # open files the server needs besides its connections (engine, database, files)
@@ -46,8 +49,11 @@ def build(opts: ServeOptions):
     """(app, state), the database migrated and what a previous run left reaped."""
     from ...errors import UsageError
     from ..httpheaders import refuse_duplicates
+    from ..logs import Log
+    from ..observe import Access
     from . import app as A
     from . import db as D
+    from . import observability
     from .network import TenantNetworks
     from .sessions import Sessions
 
@@ -63,6 +69,10 @@ def build(opts: ServeOptions):
             or opts.session_retention < 0:
         raise UsageError("--max-connections, --max-session-ops-per-minute, --header-timeout and --keep-alive-timeout "
                          "must be positive, --session-retention at least 0")
+    try:
+        log = Log("runner serve", opts.log_format, opts.log_level)
+    except ValueError as e:
+        raise UsageError(f"--log-format/--log-level: {e}") from None
     data = D.data_dir(opts.data)
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     database = D.Database(D.database_url(opts.data, opts.db))
@@ -71,11 +81,12 @@ def build(opts: ServeOptions):
                         tenant_network=nets.for_tenant)
     removed = sessions.adopt_at_start()
     if removed:
-        sys.stderr.write(f"runner serve: removed {len(removed)} sandbox(es) a previous run left\n")
+        log.info("reaper", f"removed {len(removed)} sandbox(es) a previous run left", removed=len(removed))
     state = A.State(db=database, data=data, sessions=sessions, max_body=opts.max_body,
                     threads=anyio.CapacityLimiter(opts.threads), quick=anyio.CapacityLimiter(QUICK_THREADS),
                     tenant_calls=opts.tenant_calls, tenant_transfers=opts.tenant_transfers, session_ops=opts.session_ops)
     state.extra["networks"] = nets
+    obs = observability.attach(state, log, opts.audit)
     try:
         from .mcp import McpEndpoint
     except ImportError:
@@ -83,7 +94,11 @@ def build(opts: ServeOptions):
     if McpEndpoint is not None:
         state.mcp = McpEndpoint(state)
     app = A.create_app(state)
-    return refuse_duplicates(A.BodyLimit(_route_mcp(app, state.mcp), opts.max_body)), state
+    return Access(refuse_duplicates(A.BodyLimit(_route_mcp(app, state.mcp), opts.max_body)), obs), state
+
+
+def _log(state):
+    return state.extra["observer"].log
 
 
 def _route_mcp(app, mcp):
@@ -103,14 +118,17 @@ async def _reaper(state) -> None:
     while True:
         await anyio.sleep(REAP_EVERY)
         try:
-            await anyio.to_thread.run_sync(state.sessions.reap_once)
+            closed = await anyio.to_thread.run_sync(state.sessions.reap_once)
+            if closed:
+                _log(state).info("reaper", f"closed {len(closed)} session(s) past their idle timeout or lifetime",
+                                 sessions=closed)
             if anyio.current_time() - purged >= min(PURGE_EVERY, state.sessions.limits.retention):
                 purged = anyio.current_time()
                 await anyio.to_thread.run_sync(state.sessions.purge_ended)
             if state.mcp is not None:
                 await state.mcp.reap()
         except Exception as e:  # the database may be briefly away: try again next round
-            sys.stderr.write(f"runner serve: reaper: {type(e).__name__}: {e}\n")
+            _log(state).warning("reaper", f"reaper: {type(e).__name__}: {e}")
 
 
 async def _announce(userver, state) -> None:
@@ -119,9 +137,9 @@ async def _announce(userver, state) -> None:
     for s in userver.servers:
         for sock in s.sockets:
             host, port = sock.getsockname()[:2]
-            sys.stderr.write(f"runner serve: listening on http://{host}:{port} (API docs at /docs; database "
-                             f"{state.db.engine.dialect.name})\n")
-            sys.stderr.flush()
+            _log(state).event("listening", f"listening on http://{host}:{port} (API docs at /docs; database "
+                              f"{state.db.engine.dialect.name})", always=True, url=f"http://{host}:{port}",
+                              pid=os.getpid())
             return
 
 
@@ -132,6 +150,8 @@ async def _serve(app, state, opts: ServeOptions) -> None:
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:  # uvicorn's handler of SIGTERM and SIGINT, and ours
+            if not state.stopping:
+                _log(state).info("stopping", f"stopping on signal {sig}: calls in flight answer 503", signal=sig)
             begin_shutdown(state)
             super().handle_exit(sig, frame)
 
@@ -139,8 +159,8 @@ async def _serve(app, state, opts: ServeOptions) -> None:
 
     most, have = fit(opts.max_connections, DESCRIPTORS_BESIDES)
     if have is not None:
-        sys.stderr.write(f"runner serve: the limit of open files is {have}: at most {most} connections at once "
-                         "(raise `ulimit -n` for more)\n")
+        _log(state).warning("warning", f"the limit of open files is {have}: at most {most} connections at once "
+                                       "(raise `ulimit -n` for more)")
     limits = ConnLimits(most, opts.header_timeout, opts.keep_alive_timeout)
     config = uvicorn.Config(app, host=opts.host, port=opts.port, log_level="warning", lifespan="off",
                             http=protocol(limits), timeout_keep_alive=opts.keep_alive_timeout,
@@ -166,6 +186,8 @@ async def _serve(app, state, opts: ServeOptions) -> None:
             if state.extra.get("e2b") is not None:
                 await anyio.to_thread.run_sync(state.extra["e2b"].close_all)
             state.extra["networks"].close()
+            _log(state).info("stopped", "stopped: this instance's sandboxes are removed (open sessions stay open)")
+            state.extra["observer"].close()
 
 
 def serve(opts: ServeOptions) -> int:
@@ -173,8 +195,8 @@ def serve(opts: ServeOptions) -> int:
     from ..mcp import LOOPBACK
 
     if opts.host not in LOOPBACK:
-        sys.stderr.write(f"runner serve: serving on {opts.host}: use TLS in front of it (a reverse proxy), keys "
-                         "travel in headers\n")
+        _log(state).warning("warning", f"serving on {opts.host}: use TLS in front of it (a reverse proxy), keys "
+                                       "travel in headers")
     try:
         anyio.run(_serve, app, state, opts)
     except KeyboardInterrupt:

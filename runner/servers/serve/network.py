@@ -3,8 +3,9 @@ its tenant's network, so no two tenants' proxies share a network. Made on first 
 runner.tenant=NAME, removed when this process stops (if no other container uses it)."""
 from __future__ import annotations
 
-import sys
 import threading
+
+from ...reporting import observe
 
 PREFIX = "runner-tenant-"
 
@@ -42,4 +43,4 @@ class TenantNetworks:
         except Exception:
             return
         for name, why in kept:  # in use by another instance's proxy: it removes it later
-            sys.stderr.write(f"runner serve: kept network {name}: {why}\n")
+            observe.say(f"kept network {name}: {why}")

@@ -13,7 +13,6 @@ import collections
 import os
 import secrets
 import socket
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Callable
 from sqlalchemy import delete, func, select, update
 
 from ...errors import RunnerError
+from ...reporting import observe
 from ...untrusted.wspath import remove_tree
 from . import db as D
 from .tenants import Grant
@@ -61,7 +61,7 @@ class Live:
         try:  # (wait: the tenant's containers are counted, and its workspace is removed next)
             self.runner.close(wait=True)
         except Exception as e:
-            sys.stderr.write(f"runner serve: closing the Runner of session {self.runner.session_id}: {e}\n")
+            observe.say(f"closing the Runner of session {self.runner.session_id}: {e}")
 
 
 def instance_id() -> str:
@@ -102,6 +102,7 @@ class Sessions:
             own_workspace(ws)
             s.add(D.SessionRow(id=sid, tenant=grant.name, policy=policy, state="open", reason="", owner="",
                             created=now, last_used=now))
+        observe.emit("session", action="created", tenant=grant.name, session=sid, policy=policy)
         return sid
 
     @staticmethod
@@ -202,6 +203,8 @@ class Sessions:
             n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.state == "open")
                           .values(state="closed", reason=reason, closed_at=time.time())).rowcount
             tenant = row.tenant
+        if n:
+            observe.emit("session", action="closed", tenant=tenant, session=sid, reason=reason)
         self.remove(tenant, sid)
         return bool(n)
 
@@ -222,8 +225,8 @@ class Sessions:
         if why is None:
             self.unremoved.pop(ws, None)
             return True
-        sys.stderr.write(f"runner serve: {why}; tried again later (every {RETRY_REMOVAL:g}s while a server runs, "
-                         "and at each start)\n")
+        observe.say(f"{why}; tried again later (every {RETRY_REMOVAL:g}s while a server runs, "
+                    "and at each start)")
         self.unremoved[ws] = time.time() + RETRY_REMOVAL
         return False
 
@@ -376,7 +379,7 @@ def containers(labels: dict[str, str | None]) -> list[dict]:
     try:
         return DockerBackend.sandboxes(labels)
     except Exception as e:
-        sys.stderr.write(f"runner serve: could not list containers: {e}\n")
+        observe.say(f"could not list containers: {e}")
         return []
 
 
@@ -388,7 +391,7 @@ def remove_container(cid: str) -> bool:
         return True
     except Exception as e:
         if "No such container" not in str(e) and "is already in progress" not in str(e):
-            sys.stderr.write(f"runner serve: could not remove container {cid[:12]}: {e}\n")
+            observe.say(f"could not remove container {cid[:12]}: {e}")
         return False
 
 
@@ -406,4 +409,4 @@ def remove_networks(sids: set[str]) -> None:
     try:
         DockerBackend.reap_egress(sids)
     except Exception as e:
-        sys.stderr.write(f"runner serve: could not reap the egress of a previous run: {e}\n")
+        observe.say(f"could not reap the egress of a previous run: {e}")

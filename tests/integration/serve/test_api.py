@@ -3,7 +3,6 @@ route, files under the tools' path rules, streaming, exec, key rotation and the 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 import httpx
@@ -47,7 +46,7 @@ def test_health_is_open_and_every_other_route_needs_a_key(two):
     assert "/v1/sessions/{sid}/calls" in httpx.get(two.url + "/openapi.json").json()["paths"]
 
 
-def test_a_session_runs_calls_moves_files_and_is_removed(two, docker_client):
+def test_a_session_runs_calls_moves_files_and_is_removed(two, data, docker_client):
     with two.client(two.keys["acme"]) as c:
         tools = c.get("/v1/tools").json()
         assert {"read", "bash", "write"} <= {t["name"] for t in tools}
@@ -72,7 +71,7 @@ def test_a_session_runs_calls_moves_files_and_is_removed(two, docker_client):
         assert not ws.exists()
         gone = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})
         assert gone.status_code == 410 and "ended" in gone.json()["detail"]
-    audit = [json.loads(line) for line in open(os.environ["RUNNER_AUDIT_LOG"]) if sid in line]
+    audit = [json.loads(line) for line in open(data / "audit.jsonl") if sid in line]  # the server's own log
     assert audit and {rec.get("tenant") for rec in audit} == {"acme"}
 
 
