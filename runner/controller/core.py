@@ -126,8 +126,12 @@ class Runner(ToolRunner):
 
     def _audit_egress(self, ev: dict) -> None:
         """One request the egress proxy saw, in the audit log."""
-        if self.audit is not None and ev.get("event") == "egress":
+        if ev.get("event") != "egress":
+            return
+        if self.audit is not None:
             self.audit.record_egress(ev, session=self.session_id, tenant=self.policy.tenant)
+        if ev.get("decision") != "allowed":  # runner_egress_refusals_total
+            observe.emit("egress_refused", tenant=self.policy.tenant, host=str(ev.get("host") or "")[:253])
 
     def update_policy(self, changes: dict) -> dict:
         """Change the network policy of this live session, for its next connections (within a
