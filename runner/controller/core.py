@@ -31,7 +31,8 @@ class Runner:
     pool_size; any other field through `overrides={"limits.memory": "2g", ...}`. The backend the
     policy names (`sandbox.executor`) takes its own settings from `backend` (its config, e.g.
     runner.backends.docker.DockerBackend, or a dict) and the shortcuts `ssh=` (an
-    executors.ssh.SSHConfig) and `egress_network=`.
+    executors.ssh.SSHConfig) and `egress_network=`. results: a lasting directory for the
+    session's kept output (runner serve's, under its --data) instead of a temporary one.
     """
 
     def __init__(self, executor: str | None = None, workspace: str | os.PathLike = ".", policy: Any = None, *,
@@ -39,7 +40,7 @@ class Runner:
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
                  egress_network: str | None = None, ssh: Any = None, backend: Any = None,
-                 dialect: str | None = None) -> None:
+                 dialect: str | None = None, results: str | os.PathLike | None = None) -> None:
         from .. import backends
         from ..reporting.audit import AuditLog
         from ..policy import Policy, load
@@ -81,7 +82,7 @@ class Runner:
         self.guard = Guard(self.workspace, self.protected)
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
-        self.store = ResultStore(keep=caps.keep)
+        self.store = ResultStore(keep=caps.keep, at=Path(results) if results is not None else None)
         self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
         self._lock = threading.RLock()

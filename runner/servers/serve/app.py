@@ -17,7 +17,7 @@ import secrets
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -33,7 +33,7 @@ from . import files as F
 from . import tenants as T
 from .db import Database
 from .gate import FULL_RETRY_AFTER, Gate, Over, authenticated
-from .sessions import Full, Gone, NotFound, Sessions, remove_containers
+from .sessions import SANDBOX_NOTES, Full, Gone, NotFound, Sessions, remove_containers
 
 MAX_BODY = 16 * 1024 * 1024
 MAX_FILE_SEND = 64 * 1024 * 1024
@@ -72,6 +72,9 @@ class Problem(RunnerError):
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: str | None = Field(default=None, max_length=200, description="one of the tenant's granted policies")
+    sandbox: Literal["session", "per-call"] = Field(
+        default="session", description="session (the default): one sandbox for the session's life, so files in "
+        "/tmp, background processes and the hostname carry over between calls; per-call: a fresh sandbox per call")
 
 
 class CallIn(BaseModel):
@@ -195,10 +198,10 @@ def create_app(state: State) -> FastAPI:
         _granted_policy(grant, name)
         state.gate.session_op(grant)
         try:
-            sid = await blocking(state.sessions.create, grant, name)
+            sid = await blocking(state.sessions.create, grant, name, body.sandbox)
         except Full as e:
             raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
-        return {"id": sid, "policy": name}
+        return {"id": sid, "policy": name, "sandbox": body.sandbox, "note": SANDBOX_NOTES[body.sandbox]}
 
     @app.get("/v1/sessions")
     async def list_sessions(grant: T.Grant = Depends(tenant)):
@@ -212,7 +215,8 @@ def create_app(state: State) -> FastAPI:
             raise Problem(404, str(e)) from None
         except Gone as e:
             raise Problem(410, str(e)) from None
-        return {"id": row.id, "policy": row.policy, "created": row.created, "last_used": row.last_used}
+        return {"id": row.id, "policy": row.policy, "sandbox": row.sandbox, "created": row.created,
+                "last_used": row.last_used, "calls": row.calls}
 
     @app.delete("/v1/sessions/{sid}", status_code=204)
     async def delete_session(sid: str, grant: T.Grant = Depends(tenant)):
@@ -356,7 +360,7 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         if stop is not None and not stop.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
         try:
-            res = r.call(tool, args, on_output=on_output)
+            res = r.call(tool, args, on_output=on_output, call_id=state.sessions.next_call(sid))
         except RunnerError:
             if live.closed:  # ended under this call
                 raise _ended() from None

@@ -6,6 +6,13 @@ workspace ("adopts" it) and records itself as the owner; an instance that sees a
 or the session closed, closes its own Runner. A restart therefore loses no session: its
 workspace is kept, its old sandbox is reaped (its owner process is gone) and the next call gets a
 fresh one. A session past its idle timeout or maximum lifetime is closed and answers 410.
+
+A session keeps one sandbox for its life by default (sandbox "session": a file in /tmp, a
+background process, the hostname survive from call to call, as E2B users expect), whatever
+lifecycle its policy names; "per-call" (a fresh sandbox per call, nothing carried over) is the
+explicit choice. Its call ids (c1, c2, ...) are counted in its row, so they stay unique across
+restarts, and its kept output (the `result` tool's) lives under the data directory, bounded by
+the policy's limits.output.keep, removed with the session.
 """
 from __future__ import annotations
 
@@ -38,6 +45,17 @@ class Gone(RunnerError):
 
 class Full(RunnerError):
     """The tenant has its maximum of open sessions."""
+
+
+SANDBOXES = {"session": "per-session", "per-call": "per-call"}  # what a session asks -> the policy's lifecycle
+DEFAULT_SANDBOX = "session"
+SANDBOX_NOTES = {
+    "session": "one sandbox for the session's life: files outside the workspace (/tmp), background processes "
+               "and the hostname carry over from call to call until the session ends (a restart of the server "
+               "starts a fresh sandbox on the same workspace); ask {\"sandbox\": \"per-call\"} for a fresh "
+               "sandbox per call",
+    "per-call": "a fresh sandbox per call: only the workspace carries over from call to call",
+}
 
 
 @dataclass
@@ -89,8 +107,12 @@ class Sessions:
     def workspace(self, tenant: str, sid: str) -> Path:
         return self.data / "workspaces" / tenant / sid
 
+    def kept(self, tenant: str, sid: str) -> Path:
+        """The session's kept output (never in its workspace: the sandbox must not reach it)."""
+        return self.data / "kept" / tenant / sid
+
     # -- rows -------------------------------------------------------------------------
-    def create(self, grant: Grant, policy: str) -> str:
+    def create(self, grant: Grant, policy: str, sandbox: str = DEFAULT_SANDBOX) -> str:
         sid = "s" + secrets.token_hex(12)
         now = time.time()
         with self.admission, self.db.session.begin() as s:
@@ -101,7 +123,7 @@ class Sessions:
             ws.mkdir(parents=True, mode=0o755)
             own_workspace(ws)
             s.add(D.SessionRow(id=sid, tenant=grant.name, policy=policy, state="open", reason="", owner="",
-                            created=now, last_used=now))
+                               created=now, last_used=now, sandbox=sandbox, calls=0))
         return sid
 
     @staticmethod
@@ -149,7 +171,8 @@ class Sessions:
         with self.db.session() as s:
             rows = s.scalars(select(D.SessionRow).where(D.SessionRow.tenant == grant.name, D.SessionRow.state == "open")
                              .order_by(D.SessionRow.created)).all()
-        return [{"id": r.id, "policy": r.policy, "created": r.created, "last_used": r.last_used} for r in rows]
+        return [{"id": r.id, "policy": r.policy, "sandbox": r.sandbox, "created": r.created, "last_used": r.last_used,
+                 "calls": r.calls} for r in rows]
 
     # -- calls ------------------------------------------------------------------------
     def _runner_for(self, grant: Grant, row: D.SessionRow):
@@ -162,12 +185,23 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
-        return Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        lifecycle = SANDBOXES.get(row.sandbox) if row.sandbox else None
+        # a session's own sandbox has no warm spares (a policy's pool_size is for per-call sandboxes)
+        pool = 0 if lifecycle == "per-session" else None
+        r = Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net,
+                   lifecycle=lifecycle, pool_size=pool, results=self.kept(grant.name, row.id))
+        if r.store.keep is None:  # bounded here, whatever the policy says
+            r.store.keep = KEEP_UNBOUNDED_POLICY
+        return r
 
     def use(self, grant: Grant, sid: str) -> Live:
         """This instance's Runner of the session (made here if another instance or a previous
         process held it), the session recorded as used now and owned by this instance."""
         row = self.row(grant, sid)
+        if row.policy not in grant.policies:  # the operator took it back (`runner tenants update`)
+            self.close(sid, f"its policy {row.policy} is no longer granted")
+            raise Gone(f"session {sid} has ended: its policy {row.policy} is no longer granted to {grant.name}; "
+                       "start a new session")
         with self._lock:
             live = self.live.get(sid)
         if live is None or live.closed:
@@ -186,6 +220,15 @@ class Sessions:
             self._drop(sid)
             raise Gone(f"session {sid} has ended; start a new session")
         return live
+
+    def next_call(self, sid: str) -> str:
+        """The id of the session's next call (c1, c2, ...): counted in its row, so never used twice,
+        a restart or another instance between them included."""
+        with self.db.session.begin() as s:
+            n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid).values(calls=D.SessionRow.calls + 1,
+                                                                                     last_used=time.time())
+                          .returning(D.SessionRow.calls)).scalar()
+        return f"c{n}"
 
     def touch(self, sid: str) -> None:
         with self.db.session.begin() as s:
@@ -214,6 +257,8 @@ class Sessions:
         remove_containers({"runner.session": sid})
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
+        if tenant:
+            self.remove_workspace(self.kept(tenant, sid))
 
     def remove_workspace(self, ws: Path) -> bool:
         """Remove a workspace the tenant wrote (any depth, no link followed: wspath.remove_tree);
@@ -277,7 +322,8 @@ class Sessions:
         with self.db.session() as s:
             old = s.execute(select(D.SessionRow.id, D.SessionRow.tenant).where(
                 D.SessionRow.state != "open", D.SessionRow.closed_at < now - self.limits.retention)).all()
-        gone = [sid for sid, tenant in old if not self.workspace(tenant, sid).exists()]
+        gone = [sid for sid, tenant in old if not self.workspace(tenant, sid).exists()
+                and not self.kept(tenant, sid).exists()]
         for i in range(0, len(gone), 500):
             with self.db.session.begin() as s:
                 s.execute(delete(D.SessionRow).where(D.SessionRow.id.in_(gone[i:i + 500]), D.SessionRow.state != "open"))
@@ -314,6 +360,7 @@ class Sessions:
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
+                self.remove_workspace(self.kept(tenant, sid))
         self.remove_gone_tenants()
         self.remove_dead_mcp_workspaces()
         return removed
@@ -338,13 +385,13 @@ class Sessions:
         all of them: their session rows are gone with the tenant, so nothing else names them)."""
         from .tenants import present
 
-        top = self.data / "workspaces"
-        try:
-            names = {p.name for p in top.iterdir()}
-        except OSError:
-            return
-        for name in names - present(self.db, names):
-            self.remove_workspace(top / name)
+        for top in (self.data / "workspaces", self.data / "kept"):
+            try:
+                names = {p.name for p in top.iterdir()}
+            except OSError:
+                continue
+            for name in names - present(self.db, names):
+                self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""
@@ -358,6 +405,7 @@ class Sessions:
             t.join()
 
 
+KEEP_UNBOUNDED_POLICY = 1024 ** 3  # bytes of kept output a session may hold when its policy sets no bound
 MCP_PREFIX = "m"  # an MCP session's workspace: DATA/mcp/TENANT/m<pid>.<start>-<random>/ws (runner/controller/piddirs.py)
 RETRY_REMOVAL = 60.0  # seconds between tries at a workspace that could not be removed
 SANDBOX_UID = 1000  # a root server's sessions' workspaces belong to this user, so their sandboxes run as it
