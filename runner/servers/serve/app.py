@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
+from fastapi.security import HTTPBearer
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +32,7 @@ from ..httpheaders import header
 from ..one_at_a_time import Stoppable, in_turn as one_at_a_time
 from . import files as F
 from . import tenants as T
+from .apidoc import SESSION, ExecOut, Health, SessionCreated, SessionInfo, SessionList, ToolResult, ToolSpec, doc
 from .db import Database
 from .gate import FULL_RETRY_AFTER, Gate, Over, authenticated
 from .sessions import SANDBOX_NOTES, Full, Gone, NotFound, Sessions, remove_containers
@@ -110,10 +112,15 @@ async def parse(request: Request, model: type[BaseModel]) -> Any:
 
 # -- the app -----------------------------------------------------------------------------------
 def create_app(state: State) -> FastAPI:
-    app = FastAPI(title="runner serve", version=__version__,
+    app = FastAPI(title="runner serve", version=__version__, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,  # operationIds a generated client names
                   description="Many tenants' agents run tools in their own sandboxes. Authenticate every /v1 "
                               "route but /v1/health with `Authorization: Bearer KEY` (`runner tenants add`).")
     app.state.runner = state
+    from .apidoc import install
+
+    install(app)  # request bodies in the document; /docs from the installed Swagger UI
+    bearer = HTTPBearer(auto_error=False, description="a tenant's API key (`runner tenants add NAME` prints one)")
 
     async def blocking(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.quick)
@@ -138,8 +145,8 @@ def create_app(state: State) -> FastAPI:
     async def _problem(request: Request, exc: Problem):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
-    async def tenant(request: Request) -> T.Grant:
-        grant = await authenticated(state, request.scope)
+    async def tenant(request: Request, _scheme: Any = Security(bearer)) -> T.Grant:
+        grant = await authenticated(state, request.scope)  # (the key read here; the scheme is the document's)
         if grant is None:
             raise Problem(401, "no valid API key: send Authorization: Bearer KEY (`runner tenants add NAME` "
                                "or `runner tenants key NAME` prints one)", {"WWW-Authenticate": "Bearer"})
@@ -153,7 +160,7 @@ def create_app(state: State) -> FastAPI:
         except Gone as e:
             raise Problem(410, str(e)) from None
 
-    @app.get("/v1/health")
+    @app.get("/v1/health", **doc(None, Health, secured=False))
     async def health():
         from sqlalchemy import text
 
@@ -163,7 +170,7 @@ def create_app(state: State) -> FastAPI:
         await blocking(ping)
         return {"status": "ok", "version": __version__, "database": state.db.engine.dialect.name}
 
-    @app.get("/v1/tools")
+    @app.get("/v1/tools", **doc(None, list[ToolSpec], 403, 429))
     async def tools(policy: str | None = None, grant: T.Grant = Depends(tenant)):
         """The tools of one of the tenant's policies (default: its first), as `runner tools --format json`."""
         source = _granted_policy(grant, policy)
@@ -191,7 +198,7 @@ def create_app(state: State) -> FastAPI:
         with slot:
             return await working(specs)
 
-    @app.post("/v1/sessions", status_code=201)
+    @app.post("/v1/sessions", status_code=201, **doc(NewSession, SessionCreated, 403, 413, 429, status=201))
     async def new_session(request: Request, grant: T.Grant = Depends(tenant)):
         body = await parse(request, NewSession)
         name = body.policy or grant.default_policy
@@ -203,11 +210,11 @@ def create_app(state: State) -> FastAPI:
             raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
         return {"id": sid, "policy": name, "sandbox": body.sandbox, "note": SANDBOX_NOTES[body.sandbox]}
 
-    @app.get("/v1/sessions")
+    @app.get("/v1/sessions", **doc(None, SessionList))
     async def list_sessions(grant: T.Grant = Depends(tenant)):
         return {"sessions": await blocking(state.sessions.listing, grant)}
 
-    @app.get("/v1/sessions/{sid}")
+    @app.get("/v1/sessions/{sid}", **doc(None, SessionInfo, *SESSION))
     async def get_session(sid: str, grant: T.Grant = Depends(tenant)):
         try:
             row = await blocking(state.sessions.row, grant, sid)
@@ -218,7 +225,8 @@ def create_app(state: State) -> FastAPI:
         return {"id": row.id, "policy": row.policy, "sandbox": row.sandbox, "created": row.created,
                 "last_used": row.last_used, "calls": row.calls}
 
-    @app.delete("/v1/sessions/{sid}", status_code=204)
+    @app.delete("/v1/sessions/{sid}", status_code=204,
+                **doc(None, {"description": "ended: its sandbox and workspace removed"}, *SESSION, 429, status=204))
     async def delete_session(sid: str, grant: T.Grant = Depends(tenant)):
         try:
             await blocking(state.sessions.row, grant, sid)
@@ -231,7 +239,11 @@ def create_app(state: State) -> FastAPI:
             await working(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
 
-    @app.post("/v1/sessions/{sid}/calls")
+    @app.post("/v1/sessions/{sid}/calls", **doc(CallIn, {"model": ToolResult, "description": "the ToolResult; with "
+                                                       "?stream=true, server-sent `output` events, then `result` "
+                                                       "(or `error`)", "content": {"text/event-stream": {
+                                                           "schema": {"type": "string"}}}},
+                                                  *SESSION, 413, 429, 499, 503))
     async def call(sid: str, request: Request, stream: bool = False, grant: T.Grant = Depends(tenant)):
         """One tool call: 200 and the ToolResult (a tool's failure is `is_error: true`). With
         ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
@@ -259,7 +271,10 @@ def create_app(state: State) -> FastAPI:
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
+    @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204,
+             **doc(None, {"description": "written"}, *SESSION, 403, 413, 429, status=204, openapi_extra={
+                 "requestBody": {"required": True, "content": {"application/octet-stream": {
+                     "schema": {"type": "string", "format": "binary"}}}}}))
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
         with state.gate.slot(grant, transfer=True):
             live = await live_of(grant, sid)
@@ -267,7 +282,9 @@ def create_app(state: State) -> FastAPI:
             await in_turn(live, _put, live, path, data)
         return Response(status_code=204)
 
-    @app.get("/v1/sessions/{sid}/files/{path:path}")
+    @app.get("/v1/sessions/{sid}/files/{path:path}",
+             **doc(None, {"description": "the file's bytes", "content": {"application/octet-stream": {
+                 "schema": {"type": "string", "format": "binary"}}}}, *SESSION, 403, 413, 429))
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
         slot = state.gate.slot(grant, transfer=True)
         try:
@@ -281,7 +298,7 @@ def create_app(state: State) -> FastAPI:
         return StreamingResponse(_chunks(state, f, slot), media_type="application/octet-stream",
                                  headers={"Content-Length": str(os.fstat(f.fileno()).st_size)})
 
-    @app.post("/v1/exec")
+    @app.post("/v1/exec", **doc(ExecIn, ExecOut, 403, 413, 429, 499, 503))
     async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
         """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
         body = await parse(request, ExecIn)
