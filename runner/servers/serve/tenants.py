@@ -84,7 +84,7 @@ def grant_images(images: list[str]) -> list[str]:
     from executors.errors import ExecutorError
 
     from ...backends.docker import DockerBackend
-    from ...cli.exec_cmd import _qualify
+    from .app import _qualify  # (the one qualification of a name, as /v1/exec compares them)
 
     for image in images:
         try:
