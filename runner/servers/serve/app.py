@@ -14,7 +14,9 @@ import functools
 import json
 import os
 import secrets
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -35,6 +37,7 @@ from . import tenants as T
 from .apidoc import SESSION, ExecOut, Health, SessionCreated, SessionInfo, SessionList, ToolResult, ToolSpec, doc
 from .db import Database
 from .gate import FULL_RETRY_AFTER, Gate, Over, authenticated
+from .recent import Recent
 from .sessions import SANDBOX_NOTES, Full, Gone, NotFound, Sessions, remove_containers
 
 MAX_BODY = 16 * 1024 * 1024
@@ -59,6 +62,7 @@ class State:
     stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
+    recent: Recent = field(default_factory=Recent)  # the last calls and errors, for the operator page (/ui)
     gate: Gate = field(init=False)  # every tenant cap, for every route
 
     def __post_init__(self) -> None:
@@ -120,6 +124,9 @@ def create_app(state: State) -> FastAPI:
     from .apidoc import install
 
     install(app)  # request bodies in the document; /docs from the installed Swagger UI
+    from .operator_page import register as operator_page
+
+    operator_page(app, state)  # /ui, behind the operator token
     bearer = HTTPBearer(auto_error=False, description="a tenant's API key (`runner tenants add NAME` prints one)")
 
     async def blocking(fn, *args):
@@ -376,9 +383,11 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         r = live.runner
         if stop is not None and not stop.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
+        call_id, started, res, failure = state.sessions.next_call(sid), time.monotonic(), None, None
         try:
-            res = r.call(tool, args, on_output=on_output, call_id=state.sessions.next_call(sid))
-        except RunnerError:
+            res = r.call(tool, args, on_output=on_output, call_id=call_id)
+        except RunnerError as e:
+            failure = e
             if live.closed:  # ended under this call
                 raise _ended() from None
             if state.stopping:
@@ -391,6 +400,10 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         finally:
             if stop is not None:
                 stop.end()
+            try:  # (what the operator page shows never fails a call)
+                state.recent.note(r.policy.tenant or "", sid, call_id, tool, started, res, failure)
+            except Exception as e:
+                sys.stderr.write(f"runner serve: noting a call for /ui: {type(e).__name__}: {e}\n")
             try:
                 state.sessions.touch(sid)
             except Exception:
