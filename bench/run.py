@@ -326,10 +326,11 @@ def main() -> None:
         try:  # runner serve under load (the extra runner[serve])
             import fastapi  # noqa: F401
 
-            from bench.serve import serve_section
+            from bench.serve import overhead_section, serve_section
         except ImportError:
             print("\nrunner serve: not measured (install runner[serve])")
         else:
+            overhead_section(n * 20)
             serve_section()
     print(f"\nload average at the end: {loadavg()}")
 

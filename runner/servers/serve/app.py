@@ -43,6 +43,7 @@ from .sessions import SANDBOX_NOTES, Full, Gone, NotFound, Sessions, remove_cont
 MAX_BODY = 16 * 1024 * 1024
 MAX_FILE_SEND = 64 * 1024 * 1024
 EXEC_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr a /v1/exec answer carries
+TOUCH_AFTER = 1.0  # a call longer than this records the session as used again when it ends (idle timeouts)
 
 
 @dataclass
@@ -167,6 +168,18 @@ def create_app(state: State) -> FastAPI:
         except Gone as e:
             raise Problem(410, str(e)) from None
 
+    def begin_call(grant: T.Grant, sid: str):
+        """A call's steps before its turn, in one trip to a thread: the session's Runner and the
+        call's id, then its count against the tenant's calls per minute."""
+        try:
+            live, call_id = state.sessions.use(grant, sid, call=True)
+        except NotFound as e:
+            raise Problem(404, str(e)) from None
+        except Gone as e:
+            raise Problem(410, str(e)) from None
+        state.gate.minute_passed(grant, T.take_call(state.db, grant))
+        return live, call_id
+
     @app.get("/v1/health", **doc(None, Health, secured=False))
     async def health():
         from sqlalchemy import text
@@ -257,20 +270,19 @@ def create_app(state: State) -> FastAPI:
         body = await parse(request, CallIn)
         slot = state.gate.slot(grant)  # first: finding the session's Runner takes one of the tools' threads
         try:
-            live = await live_of(grant, sid)
-            await state.gate.per_minute(grant)
+            live, call_id = await working(begin_call, grant, sid)
         except BaseException:
             slot.release()
             raise
         if not stream:
             with slot:
-                res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args)
+                res = await in_turn(live, _run_call, state, sid, live, call_id, body.tool, body.args)
             return JSONResponse(res.model_dump(mode="json"))
         from ..relay import OutputRelay
 
         relay, stop = OutputRelay(), Stoppable()
         # the call is a task of its own, its slot released when it ends, whether or not the stream is read
-        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay.feed,
+        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, call_id, body.tool, body.args, relay.feed,
                                              stop, abandon=True))
         task.add_done_callback(lambda _: relay.close())  # then _sse sends the result
         task.add_done_callback(lambda _: slot.release())
@@ -372,7 +384,8 @@ def begin_shutdown(state: State) -> None:
                                      for role in ("agent", "serve-exec")]).start()
 
 
-def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=None, stop: Stoppable | None = None):
+def _run_call(state: State, sid: str, live, call_id: str, tool: str, args: dict, on_output=None,
+              stop: Stoppable | None = None):
     """One call of a session on a worker thread. on_output: Runner.call's (a streaming call's
     relay); stop: the streaming request's, stopped when its client goes away."""
     with live.lock:
@@ -383,7 +396,7 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         r = live.runner
         if stop is not None and not stop.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
-        call_id, started, res, failure = state.sessions.next_call(sid), time.monotonic(), None, None
+        started, res, failure = time.monotonic(), None, None
         try:
             res = r.call(tool, args, on_output=on_output, call_id=call_id)
         except RunnerError as e:
@@ -404,10 +417,11 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
                 state.recent.note(r.policy.tenant or "", sid, call_id, tool, started, res, failure)
             except Exception as e:
                 sys.stderr.write(f"runner serve: noting a call for /ui: {type(e).__name__}: {e}\n")
-            try:
-                state.sessions.touch(sid)
-            except Exception:
-                pass
+            if time.monotonic() - started > TOUCH_AFTER:  # (begin_call recorded its start)
+                try:
+                    state.sessions.touch(sid)
+                except Exception:
+                    pass
 
 
 def _event(name: str, data: Any) -> bytes:

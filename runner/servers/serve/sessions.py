@@ -68,8 +68,9 @@ class Limits:
 class Live:
     """This instance's Runner of one session."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner, policy: str = "") -> None:
         self.runner = runner
+        self.policy = policy  # the name the tenant gave it (still granted? checked at each call)
         self.lock = threading.Lock()  # held by the thread running a call
         self.turn = None  # the calls' turn, awaited in the event loop (runner/servers/one_at_a_time.py)
         self.closed = False
@@ -194,9 +195,21 @@ class Sessions:
             r.store.keep = KEEP_UNBOUNDED_POLICY
         return r
 
-    def use(self, grant: Grant, sid: str) -> Live:
+    def use(self, grant: Grant, sid: str, call: bool = False):
         """This instance's Runner of the session (made here if another instance or a previous
-        process held it), the session recorded as used now and owned by this instance."""
+        process held it), the session recorded as used now and owned by this instance. call=True:
+        (Runner, the id of the call about to run: c1, c2, ...), counted in the same write of the
+        session's row, so an id is never used twice, a restart or another instance between included
+        (a call refused after this, over a quota, leaves its number unused)."""
+        if call:
+            with self._lock:
+                live = self.live.get(sid)
+            if live is not None and not live.closed and live.policy in grant.policies:
+                # a warm session held here: one statement, no read (its row says it is still open and
+                # the tenant's, or the slow path below says why not)
+                n = self._record_use(sid, grant.name, call)
+                if n:
+                    return live, f"c{n}"
         row = self.row(grant, sid)
         if row.policy not in grant.policies:  # the operator took it back (`runner tenants update`)
             self.close(sid, f"its policy {row.policy} is no longer granted")
@@ -205,7 +218,7 @@ class Sessions:
         with self._lock:
             live = self.live.get(sid)
         if live is None or live.closed:
-            live = Live(self._runner_for(grant, row))
+            live = Live(self._runner_for(grant, row), row.policy)
             with self._lock:
                 other = self.live.get(sid)
                 if other is not None and not other.closed:
@@ -213,22 +226,23 @@ class Sessions:
                     live = other
                 else:
                     self.live[sid] = live
-        with self.db.session.begin() as s:
-            n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.state == "open")
-                          .values(last_used=time.time(), owner=self.me)).rowcount
+        n = self._record_use(sid, grant.name, call)
         if not n:
             self._drop(sid)
             raise Gone(f"session {sid} has ended; start a new session")
-        return live
+        return (live, f"c{n}") if call else live
 
-    def next_call(self, sid: str) -> str:
-        """The id of the session's next call (c1, c2, ...): counted in its row, so never used twice,
-        a restart or another instance between them included."""
-        with self.db.session.begin() as s:
-            n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid).values(calls=D.SessionRow.calls + 1,
-                                                                                     last_used=time.time())
-                          .returning(D.SessionRow.calls)).scalar()
-        return f"c{n}"
+    def _record_use(self, sid: str, tenant: str, call: bool) -> int:
+        """The open session's row: used now, owned here, and (call) one call more. Answers its count
+        of calls (call) or the rows changed; 0: it is not open (or not the tenant's)."""
+        values: dict = {"last_used": time.time(), "owner": self.me}
+        if call:
+            values["calls"] = D.SessionRow.calls + 1
+        stmt = update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.tenant == tenant,
+                                          D.SessionRow.state == "open").values(**values)
+        with self.db.engine.begin() as conn:  # (Core: the hot path of every call)
+            return (conn.execute(stmt.returning(D.SessionRow.calls)).scalar() or 0) if call \
+                else conn.execute(stmt).rowcount
 
     def touch(self, sid: str) -> None:
         with self.db.session.begin() as s:
