@@ -141,3 +141,24 @@ def test_docs_come_from_the_installed_swagger_ui_and_no_other_host(start_server,
 
         assert js == (Path(swagger_ui_bundle.swagger_ui_path) / "swagger-ui-bundle.js").read_bytes()
         assert c.get("/redoc").status_code == 404  # (it would load from a CDN)
+
+
+def test_docs_render_in_headless_chromium_from_the_server_alone(start_server, data, tmp_path):
+    """Swagger UI draws the document's operations in a browser that resolves no host name (its
+    script and style come from the server or the page stays blank), the Bearer scheme offered."""
+    from .chromium import Chromium
+    from .conftest import wait_for
+
+    server = start_server("--data", str(data))
+    browser = Chromium(str(tmp_path / "profile"))
+    try:
+        browser.open(f"{server.url}/docs")
+        text = "document.body ? document.body.innerText : ''"
+        wait_for(lambda: "/v1/sessions/{sid}/calls" in browser.evaluate(text), 60, "Swagger UI drew the operations")
+        shown = browser.evaluate(text)
+        assert "Authorize" in shown and "/v1/exec" in shown, shown[:2000]
+        shot = tmp_path / "docs.png"
+        browser.screenshot(shot)
+        print(f"\n/docs screenshot: {shot}")
+    finally:
+        browser.close()
