@@ -21,12 +21,17 @@ from .results import ToolResult
 
 
 class RemoteRunner:
-    def __init__(self, url: str, key: str, policy: str | None = None, *, timeout: float = 600.0) -> None:
+    def __init__(self, url: str, key: str, policy: str | None = None, *, timeout: float = 600.0,
+                 sandbox: str | None = None) -> None:
+        """sandbox: "session" (the server's default: one sandbox for the session's life) or
+        "per-call" (a fresh one per call); `note` says, once started, what carries over."""
         self.url = url.rstrip("/")
         self.key = key
         self.policy = policy
+        self.sandbox = sandbox
         self.timeout = timeout
         self.session_id: str | None = None
+        self.note: str | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
     def __enter__(self) -> "RemoteRunner":
@@ -37,8 +42,9 @@ class RemoteRunner:
 
     def start(self) -> "RemoteRunner":
         if self.session_id is None:
-            body = {"policy": self.policy} if self.policy else {}
-            self.session_id = self._request("POST", "/v1/sessions", body)["id"]
+            body = {k: v for k, v in (("policy", self.policy), ("sandbox", self.sandbox)) if v}
+            made = self._request("POST", "/v1/sessions", body)
+            self.session_id, self.note = made["id"], made.get("note")
         return self
 
     def close(self) -> None:

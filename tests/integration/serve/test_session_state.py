@@ -59,6 +59,19 @@ def test_a_per_call_session_starts_each_call_in_a_fresh_sandbox(start_server, da
         assert c.delete(f"/v1/sessions/{sid}").status_code == 204
 
 
+def test_remote_runner_chooses_the_sandbox(start_server, data, policy_file):
+    from runner.client import RemoteRunner
+
+    key = add_tenant("remote", data, policy_file)
+    server = start_server("--data", str(data))
+    for sandbox, second in (("per-call", "none"), (None, "kept")):
+        with RemoteRunner(server.url, key, sandbox=sandbox) as r:
+            assert ("fresh sandbox per call" if sandbox else "one sandbox for the session's life") in r.note
+            r.call("bash", {"command": "echo kept > /tmp/state"})
+            got = r.call("bash", {"command": "cat /tmp/state 2>/dev/null || echo none"})
+            assert got.text.strip() == second, got
+
+
 def test_call_ids_and_kept_output_outlive_a_killed_server(start_server, data, policy_file, docker_client):
     key = add_tenant("killed9", data, policy_file)
     server = start_server("--data", str(data))
