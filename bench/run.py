@@ -330,10 +330,11 @@ def main() -> None:
         try:  # runner serve under load (the extra runner[serve])
             import fastapi  # noqa: F401
 
-            from bench.serve import serve_section
+            from bench.serve import overhead_section, serve_section
         except ImportError:
             print("\nrunner serve: not measured (install runner[serve])")
         else:
+            overhead_section(n * 20)
             serve_section()
     if want("e2b") and not args.quick:
         try:  # E2B's API on runner serve, through the official SDK (the extras e2b and e2b-test)

@@ -85,7 +85,8 @@ def load(tenants: int, sessions: int, calls: int, lifecycle: str) -> dict:
 
         def agent(key: str) -> None:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as c:
-                sid = c.post("/v1/sessions", json={}).json()["id"]
+                sid = c.post("/v1/sessions", json={"sandbox": "session" if lifecycle == "per-session"
+                                                   else "per-call"}).json()["id"]
                 c.post(f"/v1/sessions/{sid}/calls", json={"tool": "ls", "args": {}})  # the sandbox starts
                 for _ in range(calls):
                     t = time.perf_counter()
@@ -125,6 +126,58 @@ def serve_section(tenants: int = 10, sessions: int = 5, calls: int = 50, per_cal
               f"{r['errors'] or '-'} |", flush=True)
 
 
+def overhead(n: int = 200) -> dict:
+    """What serve adds to a warm session's call: `bash true` through POST /v1/sessions/ID/calls
+    (one keep-alive loopback connection) against the same call on a Runner in this process, with
+    the same policy and one sandbox for the session, interleaved call by call so that both see
+    the same load; medians and p99 in ms."""
+    import httpx
+
+    from runner.controller.core import Runner
+
+    tmp = Path(tempfile.mkdtemp(prefix="runner-bench-overhead-"))
+    data, ws = tmp / "data", tmp / "ws"
+    ws.mkdir()
+    pol = tmp / "bench.yaml"
+    pol.write_text(POLICY.format(name="bench", lifecycle="per-session", pool=0))
+    key = subprocess.run([sys.executable, "-m", "runner", "tenants", "add", "t", "--policy", str(pol), "--data",
+                          str(data), "--calls-per-minute", "100000"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    call = {"tool": "bash", "args": {"command": "true"}}
+    local, served = [], []
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(shutil.rmtree, tmp, ignore_errors=True)
+        _proc, url = cleanup.enter_context(serving(data))
+        c = cleanup.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=300))
+        r = cleanup.enter_context(Runner(workspace=ws, policy=str(pol)))
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        cleanup.callback(lambda: c.delete(f"/v1/sessions/{sid}"))
+        for _ in range(5):  # both sandboxes started and warm
+            assert not r.call(call["tool"], call["args"]).is_error
+            assert c.post(f"/v1/sessions/{sid}/calls", json=call).status_code == 200
+        for _ in range(n):
+            t = time.perf_counter()
+            r.call(call["tool"], call["args"])
+            local.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            got = c.post(f"/v1/sessions/{sid}/calls", json=call)
+            served.append(time.perf_counter() - t)
+            assert got.status_code == 200 and not got.json()["is_error"], got.text
+    ms = lambda xs, q=None: (statistics.median(xs) if q is None else _pct(xs, q)) * 1000  # noqa: E731
+    return {"n": n, "local_p50_ms": ms(local), "serve_p50_ms": ms(served), "local_p99_ms": ms(local, 0.99),
+            "serve_p99_ms": ms(served, 0.99), "added_p50_ms": ms(served) - ms(local)}
+
+
+def overhead_section(n: int = 200) -> None:
+    r = overhead(n)
+    print(f"\n## runner serve: a warm session's call over loopback against the same call in-process ({n} `bash true` "
+          "each, interleaved)\n")
+    print("| | p50 ms | p99 ms |\n|---|---|---|")
+    print(f"| Runner.call in-process | {r['local_p50_ms']:.2f} | {r['local_p99_ms']:.2f} |")
+    print(f"| POST /v1/sessions/ID/calls | {r['serve_p50_ms']:.2f} | {r['serve_p99_ms']:.2f} |")
+    print(f"| added by serve (p50) | {r['added_p50_ms']:.2f} | |  (goal: at most 2 ms)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tenants", type=int, default=10)
@@ -132,8 +185,11 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=50)
     ap.add_argument("--per-call-calls", type=int, default=10)
     ap.add_argument("--per-call-sessions", type=int, default=1, help="sessions per tenant in the per-call half")
+    ap.add_argument("--overhead-only", action="store_true", help="only the warm call's added cost")
     a = ap.parse_args()
-    serve_section(a.tenants, a.sessions, a.calls, a.per_call_calls, a.per_call_sessions)
+    overhead_section()
+    if not a.overhead_only:
+        serve_section(a.tenants, a.sessions, a.calls, a.per_call_calls, a.per_call_sessions)
 
 
 if __name__ == "__main__":

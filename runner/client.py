@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 
 class RemoteRunner(ToolRunner):
     def __init__(self, url: str, key: str, policy: str | None = None, *, session: str | None = None,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, sandbox: str | None = None) -> None:
         """session: the id of an open session of this tenant to use (start() checks it is open);
         else start() opens one under `policy` (the tenant's default when None). close() ends the
-        session either way; detach() leaves it open."""
+        session either way; detach() leaves it open. sandbox: for a session it opens, "session"
+        (the server's default: one sandbox for the session's life) or "per-call" (a fresh one per
+        call); `note` says, once started, what carries over."""
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -48,8 +50,10 @@ class RemoteRunner(ToolRunner):
         self._where = (parts.scheme, parts.hostname, parts.port, parts.path.rstrip("/"))
         self.key = key
         self.policy = policy
+        self.sandbox = sandbox
         self.timeout = timeout
         self.session_id: str | None = session
+        self.note: str | None = None
         self._checked = False  # the session given was found open
         self._lock = threading.Lock()
         self._inflight: dict[str, http.client.HTTPConnection] = {}  # call id -> its request (cancel)
@@ -60,12 +64,14 @@ class RemoteRunner(ToolRunner):
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> "RemoteRunner":
         if self.session_id is None:
-            body = {"policy": self.policy} if self.policy else {}
-            self.session_id = self._request("POST", "/v1/sessions", body)["id"]
+            body = {k: v for k, v in (("policy", self.policy), ("sandbox", self.sandbox)) if v}
+            made = self._request("POST", "/v1/sessions", body)
+            self.session_id, self.note = made["id"], made.get("note")
             self._checked, self._closing = True, False
         elif not self._checked:
             info = self._request("GET", f"/v1/sessions/{self._sid()}")
             self.policy = self.policy or info.get("policy")
+            self.sandbox = self.sandbox or info.get("sandbox")
             self._checked = True
         return self
 

@@ -12,7 +12,7 @@ say() { printf 'setup: %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
 DOCKERD_LOG=${RUNNER_DOCKERD_LOG:-/var/log/runner-dockerd.log}
-PACKAGES=(docker.io crun debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql tmux)
+PACKAGES=(docker.io crun debootstrap busybox-static openssh-server openssh-client iproute2 procps runsc postgresql tmux chromium)
 
 # 1. Debian packages ------------------------------------------------------------------------
 missing=()

@@ -521,8 +521,9 @@ def serve(a):
     return guarded(main_.serve, opts)
 
 
-def _tenants_db(a):
-    return _serve_module("db").open_db(a.data, a.db)
+def _tenants_db(a, create: bool = False):
+    """The database of `runner tenants`: only `add` makes one (the others never create a file)."""
+    return _serve_module("db").open_db(a.data, a.db, create)
 
 
 @command("add",
@@ -536,10 +537,28 @@ def _tenants_db(a):
 def tenants_add(a):
     """Add a tenant; print its API key alone on stdout (only a hash of it is kept)."""
     tenants = _serve_module("tenants")
-    key = guarded(lambda: tenants.add(_tenants_db(a), a.name, a.policy or [], a.max_sessions, a.calls_per_minute,
+    key = guarded(lambda: tenants.add(_tenants_db(a, create=True), a.name, a.policy or [], a.max_sessions, a.calls_per_minute,
                                       a.image or []))
     err(f"runner: tenant {a.name} added; its key follows on stdout (it is not shown again)")
     out(key)
+
+
+@command("update",
+         arg("name", help="the tenant's name"),
+         arg("--max-sessions", type=int, help="open sessions at once"),
+         arg("--calls-per-minute", type=int, help="tool calls per minute"),
+         many("--image", help="the images it may run with POST /v1/exec (repeatable; replaces the granted list)"),
+         many("--policy", help="the policies it may use (repeatable; replaces the granted list; the first is its "
+                               "default)"),
+         *_db_args(), group="tenants")
+def tenants_update(a):
+    """Change a tenant's quotas or grants; running servers apply it at its next request (no restart)."""
+    import json
+
+    row = guarded(lambda: _serve_module("tenants").change(_tenants_db(a), a.name, a.max_sessions,
+                                                         a.calls_per_minute, a.image, a.policy))
+    err(f"runner: tenant {a.name} updated")
+    out(json.dumps(row, indent=2))
 
 
 @command("key", arg("name", help="the tenant's name"), *_db_args(), group="tenants")

@@ -36,7 +36,8 @@ class Runner(ToolRunner):
     pool_size; any other field through `overrides={"limits.memory": "2g", ...}`. The backend the
     policy names (`sandbox.executor`) takes its own settings from `backend` (its config, e.g.
     runner.backends.docker.DockerBackend, or a dict) and the shortcuts `ssh=` (an
-    executors.ssh.SSHConfig) and `egress_network=`.
+    executors.ssh.SSHConfig) and `egress_network=`. results: a lasting directory for the
+    session's kept output (runner serve's, under its --data) instead of a temporary one.
     """
 
     def __init__(self, executor: str | None = None, workspace: str | os.PathLike = ".", policy: Any = None, *,
@@ -44,7 +45,7 @@ class Runner(ToolRunner):
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
                  egress_network: str | None = None, ssh: Any = None, backend: Any = None,
-                 dialect: str | None = None) -> None:
+                 dialect: str | None = None, results: str | os.PathLike | None = None) -> None:
         from .. import backends
         from ..reporting.audit import AuditLog
         from ..policy import Policy, load
@@ -89,7 +90,7 @@ class Runner(ToolRunner):
         self.guard = Guard(self.workspace, self.protected)
         caps = self.policy.limits.output
         self.stream_caps = Caps(caps.chars, caps.lines)
-        self.store = ResultStore(keep=caps.keep)
+        self.store = ResultStore(keep=caps.keep, at=Path(results) if results is not None else None)
         self.store.redactor = self.redactor  # what a call gives its on_output is redacted too
         self._host_exec = None
         self._host_cancel = threading.Event()  # set by cancel() while a host command runs

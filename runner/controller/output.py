@@ -35,10 +35,13 @@ class Caps:
 
 class ResultStore:
     """Full outputs of one session, one file per call id; removed when the session closes.
-    keep: bytes the store's files may hold in all (None: no bound)."""
+    keep: bytes the store's files may hold in all (None: no bound). at: a lasting directory
+    instead of a temporary one (runner serve's, under its --data): what it holds already is
+    found and counted against keep, and close() leaves it (its owner removes it with the session)."""
 
-    def __init__(self, keep: int | None = None) -> None:
+    def __init__(self, keep: int | None = None, at: Path | None = None) -> None:
         self.keep = keep
+        self._at = at
         self._kept: dict[str, int] = {}  # bytes on disk, by file name
         self._kept_total = 0
         self._dir: Path | None = None  # made on the first spill: most sessions never spill
@@ -47,6 +50,20 @@ class ResultStore:
         self._owner = 0  # the pid that made the directory: only it removes it
         self._indexes: dict[Path, LineIndex] = {}  # one per spill (not per call), complete once its call finished
         self.redactor = None  # the session's (Runner sets it): what a sink gives on_output is redacted by it
+        if at is not None:
+            self._adopt(at)
+
+    def _adopt(self, at: Path) -> None:
+        """Find what a lasting store holds (a previous process's outputs): paged as they are, counted."""
+        try:
+            found = [(e.name, e.stat(follow_symlinks=False).st_size) for e in os.scandir(at)
+                     if e.is_file(follow_symlinks=False)]
+        except FileNotFoundError:
+            return
+        self._dir = at
+        for name, size in found:
+            self._kept[name] = size
+            self._kept_total += size
 
     @property
     def dir(self) -> Path:
@@ -54,6 +71,9 @@ class ResultStore:
         A store never closed (its Runner was not) removes it when it is collected or the process
         exits; what a killed process left, `runner gc` removes (sweep)."""
         with self._dir_lock:
+            if self._dir is None and self._at is not None:
+                self._at.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._dir = self._at
             if self._dir is None:
                 made = Path(piddirs.make(DIR_PREFIX))
                 self._owner = os.getpid()
@@ -174,6 +194,13 @@ class ResultStore:
         with self._dir_lock:
             d, removal = self._dir, self._removal
         if d is None:
+            return
+        if self._at is not None:  # a lasting store stays on disk
+            with self._dir_lock:
+                self._dir = None
+                self._indexes.clear()
+                self._kept.clear()
+                self._kept_total = 0
             return
         _remove(str(d), self._owner)  # here, not through the finalizer: it may have run (or be dead)
         removal.detach()

@@ -10,7 +10,7 @@ def remove_tenant(data: str | None, db: str | None, name: str) -> int:
     """Delete the tenant and close its sessions: the rows go first (every server stops serving
     them at once: their key is gone), then containers labelled with the sessions, and workspaces.
     Its MCP sessions live in the servers' memory: each server's reaper ends them within a second."""
-    database = D.open_db(data, db)
+    database = D.open_db(data, db, create=False)
     try:
         sids = T.remove(database, name)
         sessions = Sessions(database, D.data_dir(data), Limits())

@@ -14,15 +14,17 @@ import functools
 import json
 import os
 import secrets
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request, Security
+from fastapi.security import HTTPBearer
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,13 +35,16 @@ from ..metrics import QUEUED
 from ..one_at_a_time import Stoppable, in_turn as one_at_a_time
 from . import files as F
 from . import tenants as T
+from .apidoc import SESSION, ExecOut, FileNames, Health, SessionCreated, SessionInfo, SessionList, ToolResult, ToolSpec, doc
 from .db import Database
 from .gate import FULL_RETRY_AFTER, Gate, Over, authenticated
-from .sessions import Full, Gone, NotFound, Sessions, remove_containers
+from .recent import Recent
+from .sessions import SANDBOX_NOTES, Full, Gone, NotFound, Sessions, remove_containers
 
 MAX_BODY = 16 * 1024 * 1024
 MAX_FILE_SEND = 64 * 1024 * 1024
 EXEC_OUTPUT = 1024 * 1024  # bytes of stdout and of stderr a /v1/exec answer carries
+TOUCH_AFTER = 1.0  # a call longer than this records the session as used again when it ends (idle timeouts)
 
 
 @dataclass
@@ -59,6 +64,7 @@ class State:
     stopping: bool = False  # a shutdown signal came: calls in flight answer 503
     mcp: Any = None  # the /mcp app, when the MCP SDK is installed
     extra: dict = field(default_factory=dict)
+    recent: Recent = field(default_factory=Recent)  # the last calls and errors, for the operator page (/ui)
     gate: Gate = field(init=False)  # every tenant cap, for every route
 
     def __post_init__(self) -> None:
@@ -74,6 +80,9 @@ class Problem(RunnerError):
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: str | None = Field(default=None, max_length=200, description="one of the tenant's granted policies")
+    sandbox: Literal["session", "per-call"] = Field(
+        default="session", description="session (the default): one sandbox for the session's life, so files in "
+        "/tmp, background processes and the hostname carry over between calls; per-call: a fresh sandbox per call")
 
 
 class CallIn(BaseModel):
@@ -109,7 +118,8 @@ async def parse(request: Request, model: type[BaseModel]) -> Any:
 
 # -- the app -----------------------------------------------------------------------------------
 def create_app(state: State) -> FastAPI:
-    app = FastAPI(title="runner serve", version=__version__,
+    app = FastAPI(title="runner serve", version=__version__, docs_url=None, redoc_url=None,
+                  generate_unique_id_function=lambda route: route.name,  # operationIds a generated client names
                   description="Many tenants' agents run tools in their own sandboxes. Authenticate every /v1 "
                               "route but /v1/health with `Authorization: Bearer KEY` (`runner tenants add`).")
     app.state.runner = state
@@ -122,6 +132,13 @@ def create_app(state: State) -> FastAPI:
     from .observability import register
 
     register(app, state)
+    from .apidoc import install
+
+    install(app)  # request bodies in the document; /docs from the installed Swagger UI
+    from .operator_page import register as operator_page
+
+    operator_page(app, state)  # /ui, behind the operator token
+    bearer = HTTPBearer(auto_error=False, description="a tenant's API key (`runner tenants add NAME` prints one)")
 
     async def blocking(fn, *args):
         return await anyio.to_thread.run_sync(fn, *args, limiter=state.quick)
@@ -146,8 +163,8 @@ def create_app(state: State) -> FastAPI:
     async def _problem(request: Request, exc: Problem):
         return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
 
-    async def tenant(request: Request) -> T.Grant:
-        grant = await authenticated(state, request.scope)
+    async def tenant(request: Request, _scheme: Any = Security(bearer)) -> T.Grant:
+        grant = await authenticated(state, request.scope)  # (the key read here; the scheme is the document's)
         if grant is None:
             raise Problem(401, "no valid API key: send Authorization: Bearer KEY (`runner tenants add NAME` "
                                "or `runner tenants key NAME` prints one)", {"WWW-Authenticate": "Bearer"})
@@ -161,7 +178,19 @@ def create_app(state: State) -> FastAPI:
         except Gone as e:
             raise Problem(410, str(e)) from None
 
-    @app.get("/v1/health")
+    def begin_call(grant: T.Grant, sid: str):
+        """A call's steps before its turn, in one trip to a thread: the session's Runner and the
+        call's id, then its count against the tenant's calls per minute."""
+        try:
+            live, call_id = state.sessions.use(grant, sid, call=True)
+        except NotFound as e:
+            raise Problem(404, str(e)) from None
+        except Gone as e:
+            raise Problem(410, str(e)) from None
+        state.gate.minute_passed(grant, T.take_call(state.db, grant))
+        return live, call_id
+
+    @app.get("/v1/health", **doc(None, Health, secured=False))
     async def health():
         from sqlalchemy import text
 
@@ -171,7 +200,7 @@ def create_app(state: State) -> FastAPI:
         await blocking(ping)
         return {"status": "ok", "version": __version__, "database": state.db.engine.dialect.name}
 
-    @app.get("/v1/tools")
+    @app.get("/v1/tools", **doc(None, list[ToolSpec], 403, 429))
     async def tools(policy: str | None = None, grant: T.Grant = Depends(tenant)):
         """The tools of one of the tenant's policies (default: its first), as `runner tools --format json`."""
         source = _granted_policy(grant, policy)
@@ -199,23 +228,23 @@ def create_app(state: State) -> FastAPI:
         with slot:
             return await working(specs)
 
-    @app.post("/v1/sessions", status_code=201)
+    @app.post("/v1/sessions", status_code=201, **doc(NewSession, SessionCreated, 403, 413, 429, status=201))
     async def new_session(request: Request, grant: T.Grant = Depends(tenant)):
         body = await parse(request, NewSession)
         name = body.policy or grant.default_policy
         _granted_policy(grant, name)
         state.gate.session_op(grant)
         try:
-            sid = await blocking(state.sessions.create, grant, name)
+            sid = await blocking(state.sessions.create, grant, name, body.sandbox)
         except Full as e:
             raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
-        return {"id": sid, "policy": name}
+        return {"id": sid, "policy": name, "sandbox": body.sandbox, "note": SANDBOX_NOTES[body.sandbox]}
 
-    @app.get("/v1/sessions")
+    @app.get("/v1/sessions", **doc(None, SessionList))
     async def list_sessions(grant: T.Grant = Depends(tenant)):
         return {"sessions": await blocking(state.sessions.listing, grant)}
 
-    @app.get("/v1/sessions/{sid}")
+    @app.get("/v1/sessions/{sid}", **doc(None, SessionInfo, *SESSION))
     async def get_session(sid: str, grant: T.Grant = Depends(tenant)):
         try:
             row = await blocking(state.sessions.row, grant, sid)
@@ -223,9 +252,11 @@ def create_app(state: State) -> FastAPI:
             raise Problem(404, str(e)) from None
         except Gone as e:
             raise Problem(410, str(e)) from None
-        return {"id": row.id, "policy": row.policy, "created": row.created, "last_used": row.last_used}
+        return {"id": row.id, "policy": row.policy, "sandbox": row.sandbox, "created": row.created,
+                "last_used": row.last_used, "calls": row.calls}
 
-    @app.delete("/v1/sessions/{sid}", status_code=204)
+    @app.delete("/v1/sessions/{sid}", status_code=204,
+                **doc(None, {"description": "ended: its sandbox and workspace removed"}, *SESSION, 429, status=204))
     async def delete_session(sid: str, grant: T.Grant = Depends(tenant)):
         try:
             await blocking(state.sessions.row, grant, sid)
@@ -238,28 +269,31 @@ def create_app(state: State) -> FastAPI:
             await working(state.sessions.close, sid, "deleted")
         return Response(status_code=204)
 
-    @app.post("/v1/sessions/{sid}/calls")
+    @app.post("/v1/sessions/{sid}/calls", **doc(CallIn, {"model": ToolResult, "description": "the ToolResult; with "
+                                                       "?stream=true, server-sent `output` events, then `result` "
+                                                       "(or `error`)", "content": {"text/event-stream": {
+                                                           "schema": {"type": "string"}}}},
+                                                  *SESSION, 413, 429, 499, 503))
     async def call(sid: str, request: Request, stream: bool = False, grant: T.Grant = Depends(tenant)):
         """One tool call: 200 and the ToolResult (a tool's failure is `is_error: true`). With
         ?stream=true, bash and exec output arrives as server-sent `output` events, then `result`."""
         body = await parse(request, CallIn)
         slot = state.gate.slot(grant)  # first: finding the session's Runner takes one of the tools' threads
         try:
-            live = await live_of(grant, sid)
-            await state.gate.per_minute(grant)
+            live, call_id = await working(begin_call, grant, sid)
         except BaseException:
             slot.release()
             raise
         QUEUED.set(time.monotonic())  # runner_queue_wait_seconds: from here to the call's start on its thread
         if not stream:
             with slot:
-                res = await in_turn(live, _run_call, state, sid, live, body.tool, body.args)
+                res = await in_turn(live, _run_call, state, sid, live, call_id, body.tool, body.args)
             return JSONResponse(res.model_dump(mode="json"))
         from ..relay import OutputRelay
 
         relay, stop = OutputRelay(), Stoppable()
         # the call is a task of its own, its slot released when it ends, whether or not the stream is read
-        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, body.tool, body.args, relay.feed,
+        task = asyncio.ensure_future(in_turn(live, _run_call, state, sid, live, call_id, body.tool, body.args, relay.feed,
                                              stop, abandon=True))
         task.add_done_callback(lambda _: relay.close())  # then _sse sends the result
         task.add_done_callback(lambda _: slot.release())
@@ -267,7 +301,10 @@ def create_app(state: State) -> FastAPI:
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
-    @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204)
+    @app.put("/v1/sessions/{sid}/files/{path:path}", status_code=204,
+             **doc(None, {"description": "written"}, *SESSION, 403, 413, 429, status=204, openapi_extra={
+                 "requestBody": {"required": True, "content": {"application/octet-stream": {
+                     "schema": {"type": "string", "format": "binary"}}}}}))
     async def put_file(sid: str, path: str, request: Request, grant: T.Grant = Depends(tenant)):
         with state.gate.slot(grant, transfer=True):
             live = await live_of(grant, sid)
@@ -275,7 +312,9 @@ def create_app(state: State) -> FastAPI:
             await in_turn(live, _put, live, path, data)
         return Response(status_code=204)
 
-    @app.get("/v1/sessions/{sid}/files/{path:path}")
+    @app.get("/v1/sessions/{sid}/files/{path:path}",
+             **doc(None, {"description": "the file's bytes", "content": {"application/octet-stream": {
+                 "schema": {"type": "string", "format": "binary"}}}}, *SESSION, 403, 413, 429))
     async def get_file(sid: str, path: str, grant: T.Grant = Depends(tenant)):
         slot = state.gate.slot(grant, transfer=True)
         try:
@@ -289,7 +328,7 @@ def create_app(state: State) -> FastAPI:
         return StreamingResponse(_chunks(state, f, slot), media_type="application/octet-stream",
                                  headers={"Content-Length": str(os.fstat(f.fileno()).st_size)})
 
-    @app.get("/v1/sessions/{sid}/files")
+    @app.get("/v1/sessions/{sid}/files", **doc(None, FileNames, *SESSION, 403, 429))
     async def list_files(sid: str, path: str = ".", grant: T.Grant = Depends(tenant)):
         """The names in a workspace directory (RemoteRunner.list_files): {"names": [...]}, sorted,
         a directory's ending with '/'."""
@@ -297,7 +336,7 @@ def create_app(state: State) -> FastAPI:
             live = await live_of(grant, sid)
             return {"names": await in_turn(live, _list, live, path)}
 
-    @app.post("/v1/exec")
+    @app.post("/v1/exec", **doc(ExecIn, ExecOut, 403, 413, 429, 499, 503))
     async def exec_(request: Request, grant: T.Grant = Depends(tenant)):
         """A one-shot command in a fresh hardened container (like `runner exec`), in a granted image."""
         body = await parse(request, ExecIn)
@@ -367,7 +406,8 @@ def begin_shutdown(state: State) -> None:
                                      for role in ("agent", "serve-exec")]).start()
 
 
-def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=None, stop: Stoppable | None = None):
+def _run_call(state: State, sid: str, live, call_id: str, tool: str, args: dict, on_output=None,
+              stop: Stoppable | None = None):
     """One call of a session on a worker thread. on_output: Runner.call's (a streaming call's
     relay); stop: the streaming request's, stopped when its client goes away."""
     with live.lock:
@@ -378,9 +418,11 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         r = live.runner
         if stop is not None and not stop.begin(r.session):
             raise Problem(499, "the client went away; its call never ran")
+        started, res, failure = time.monotonic(), None, None
         try:
-            res = r.call(tool, args, on_output=on_output)
-        except RunnerError:
+            res = r.call(tool, args, on_output=on_output, call_id=call_id)
+        except RunnerError as e:
+            failure = e
             if live.closed:  # ended under this call
                 raise _ended() from None
             if state.stopping:
@@ -393,10 +435,15 @@ def _run_call(state: State, sid: str, live, tool: str, args: dict, on_output=Non
         finally:
             if stop is not None:
                 stop.end()
-            try:
-                state.sessions.touch(sid)
-            except Exception:
-                pass
+            try:  # (what the operator page shows never fails a call)
+                state.recent.note(r.policy.tenant or "", sid, call_id, tool, started, res, failure)
+            except Exception as e:
+                sys.stderr.write(f"runner serve: noting a call for /ui: {type(e).__name__}: {e}\n")
+            if time.monotonic() - started > TOUCH_AFTER:  # (begin_call recorded its start)
+                try:
+                    state.sessions.touch(sid)
+                except Exception:
+                    pass
 
 
 def _event(name: str, data: Any) -> bytes:

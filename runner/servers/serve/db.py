@@ -39,6 +39,8 @@ class SessionRow(Base):
     created: Mapped[float] = mapped_column(Float)
     last_used: Mapped[float] = mapped_column(Float)
     closed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    sandbox: Mapped[str | None] = mapped_column(String(16), nullable=True)  # SANDBOXES; None: as its policy says
+    calls: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # calls so far: the next id's number
 
 
 class Usage(Base):
@@ -55,10 +57,19 @@ def data_dir(data: str | None) -> Path:
     return Path(d).expanduser().resolve()
 
 
-def database_url(data: str | None, db: str | None) -> str:
+def database_url(data: str | None, db: str | None, create: bool = True) -> str:
+    """--db, else the SQLite file in the data directory; create=False (a command that only reads
+    or changes what is there): UsageError when that file does not exist, and nothing is made."""
     if db:
         return db
     d = data_dir(data)
+    if not create:
+        if not (d / DB_FILE).is_file():
+            from ...errors import UsageError
+
+            raise UsageError(f"no database at {d / DB_FILE}: no tenants there (give the server's --data DIR or "
+                             "--db URL; `runner tenants add` makes one)")
+        return f"sqlite:///{d / DB_FILE}"
     d.mkdir(parents=True, exist_ok=True, mode=0o700)
     return f"sqlite:///{d / DB_FILE}"
 
@@ -117,5 +128,5 @@ class Database:
         self.engine.dispose()
 
 
-def open_db(data: str | None, db: str | None) -> Database:
-    return Database(database_url(data, db))
+def open_db(data: str | None, db: str | None, create: bool = True) -> Database:
+    return Database(database_url(data, db, create))

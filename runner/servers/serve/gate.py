@@ -108,7 +108,12 @@ class Gate:
 
     async def per_minute(self, grant: T.Grant) -> None:
         """Count one call against the tenant's calls per minute (Over past it)."""
-        retry = await anyio.to_thread.run_sync(T.take_call, self.state.db, grant, limiter=self.state.quick)
+        self.minute_passed(grant, await anyio.to_thread.run_sync(T.take_call, self.state.db, grant,
+                                                                 limiter=self.state.quick))
+
+    @staticmethod
+    def minute_passed(grant: T.Grant, retry: float | None) -> None:
+        """Over when T.take_call answered a time to retry after (the tenant is past its calls per minute)."""
         if retry is not None:
             raise Over(f"tenant {grant.name} is over its {grant.calls_per_minute} calls per minute: retry after "
                        f"{int(retry + 0.999)} s", int(retry + 0.999))

@@ -6,6 +6,13 @@ workspace ("adopts" it) and records itself as the owner; an instance that sees a
 or the session closed, closes its own Runner. A restart therefore loses no session: its
 workspace is kept, its old sandbox is reaped (its owner process is gone) and the next call gets a
 fresh one. A session past its idle timeout or maximum lifetime is closed and answers 410.
+
+A session keeps one sandbox for its life by default (sandbox "session": a file in /tmp, a
+background process, the hostname survive from call to call, as E2B users expect), whatever
+lifecycle its policy names; "per-call" (a fresh sandbox per call, nothing carried over) is the
+explicit choice. Its call ids (c1, c2, ...) are counted in its row, so they stay unique across
+restarts, and its kept output (the `result` tool's) lives under the data directory, bounded by
+the policy's limits.output.keep, removed with the session.
 """
 from __future__ import annotations
 
@@ -40,6 +47,17 @@ class Full(RunnerError):
     """The tenant has its maximum of open sessions."""
 
 
+SANDBOXES = {"session": "per-session", "per-call": "per-call"}  # what a session asks -> the policy's lifecycle
+DEFAULT_SANDBOX = "session"
+SANDBOX_NOTES = {
+    "session": "one sandbox for the session's life: files outside the workspace (/tmp), background processes "
+               "and the hostname carry over from call to call until the session ends (a restart of the server "
+               "starts a fresh sandbox on the same workspace); ask {\"sandbox\": \"per-call\"} for a fresh "
+               "sandbox per call",
+    "per-call": "a fresh sandbox per call: only the workspace carries over from call to call",
+}
+
+
 @dataclass
 class Limits:
     idle_timeout: float = 1800.0
@@ -50,8 +68,9 @@ class Limits:
 class Live:
     """This instance's Runner of one session."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner, policy: str = "") -> None:
         self.runner = runner
+        self.policy = policy  # the name the tenant gave it (still granted? checked at each call)
         self.lock = threading.Lock()  # held by the thread running a call
         self.turn = None  # the calls' turn, awaited in the event loop (runner/servers/one_at_a_time.py)
         self.closed = False
@@ -89,8 +108,12 @@ class Sessions:
     def workspace(self, tenant: str, sid: str) -> Path:
         return self.data / "workspaces" / tenant / sid
 
+    def kept(self, tenant: str, sid: str) -> Path:
+        """The session's kept output (never in its workspace: the sandbox must not reach it)."""
+        return self.data / "kept" / tenant / sid
+
     # -- rows -------------------------------------------------------------------------
-    def create(self, grant: Grant, policy: str) -> str:
+    def create(self, grant: Grant, policy: str, sandbox: str = DEFAULT_SANDBOX) -> str:
         sid = "s" + secrets.token_hex(12)
         now = time.time()
         with self.admission, self.db.session.begin() as s:
@@ -101,7 +124,7 @@ class Sessions:
             ws.mkdir(parents=True, mode=0o755)
             own_workspace(ws)
             s.add(D.SessionRow(id=sid, tenant=grant.name, policy=policy, state="open", reason="", owner="",
-                            created=now, last_used=now))
+                               created=now, last_used=now, sandbox=sandbox, calls=0))
         observe.emit("session", action="created", tenant=grant.name, session=sid, policy=policy)
         return sid
 
@@ -150,7 +173,8 @@ class Sessions:
         with self.db.session() as s:
             rows = s.scalars(select(D.SessionRow).where(D.SessionRow.tenant == grant.name, D.SessionRow.state == "open")
                              .order_by(D.SessionRow.created)).all()
-        return [{"id": r.id, "policy": r.policy, "created": r.created, "last_used": r.last_used} for r in rows]
+        return [{"id": r.id, "policy": r.policy, "sandbox": r.sandbox, "created": r.created, "last_used": r.last_used,
+                 "calls": r.calls} for r in rows]
 
     # -- calls ------------------------------------------------------------------------
     def _runner_for(self, grant: Grant, row: D.SessionRow):
@@ -163,16 +187,39 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
-        return Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        lifecycle = SANDBOXES.get(row.sandbox) if row.sandbox else None
+        # a session's own sandbox has no warm spares (a policy's pool_size is for per-call sandboxes)
+        pool = 0 if lifecycle == "per-session" else None
+        r = Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net,
+                   lifecycle=lifecycle, pool_size=pool, results=self.kept(grant.name, row.id))
+        if r.store.keep is None:  # bounded here, whatever the policy says
+            r.store.keep = KEEP_UNBOUNDED_POLICY
+        return r
 
-    def use(self, grant: Grant, sid: str) -> Live:
+    def use(self, grant: Grant, sid: str, call: bool = False):
         """This instance's Runner of the session (made here if another instance or a previous
-        process held it), the session recorded as used now and owned by this instance."""
+        process held it), the session recorded as used now and owned by this instance. call=True:
+        (Runner, the id of the call about to run: c1, c2, ...), counted in the same write of the
+        session's row, so an id is never used twice, a restart or another instance between included
+        (a call refused after this, over a quota, leaves its number unused)."""
+        if call:
+            with self._lock:
+                live = self.live.get(sid)
+            if live is not None and not live.closed and live.policy in grant.policies:
+                # a warm session held here: one statement, no read (its row says it is still open and
+                # the tenant's, or the slow path below says why not)
+                n = self._record_use(sid, grant.name, call)
+                if n:
+                    return live, f"c{n}"
         row = self.row(grant, sid)
+        if row.policy not in grant.policies:  # the operator took it back (`runner tenants update`)
+            self.close(sid, f"its policy {row.policy} is no longer granted")
+            raise Gone(f"session {sid} has ended: its policy {row.policy} is no longer granted to {grant.name}; "
+                       "start a new session")
         with self._lock:
             live = self.live.get(sid)
         if live is None or live.closed:
-            live = Live(self._runner_for(grant, row))
+            live = Live(self._runner_for(grant, row), row.policy)
             with self._lock:
                 other = self.live.get(sid)
                 if other is not None and not other.closed:
@@ -180,13 +227,23 @@ class Sessions:
                     live = other
                 else:
                     self.live[sid] = live
-        with self.db.session.begin() as s:
-            n = s.execute(update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.state == "open")
-                          .values(last_used=time.time(), owner=self.me)).rowcount
+        n = self._record_use(sid, grant.name, call)
         if not n:
             self._drop(sid)
             raise Gone(f"session {sid} has ended; start a new session")
-        return live
+        return (live, f"c{n}") if call else live
+
+    def _record_use(self, sid: str, tenant: str, call: bool) -> int:
+        """The open session's row: used now, owned here, and (call) one call more. Answers its count
+        of calls (call) or the rows changed; 0: it is not open (or not the tenant's)."""
+        values: dict = {"last_used": time.time(), "owner": self.me}
+        if call:
+            values["calls"] = D.SessionRow.calls + 1
+        stmt = update(D.SessionRow).where(D.SessionRow.id == sid, D.SessionRow.tenant == tenant,
+                                          D.SessionRow.state == "open").values(**values)
+        with self.db.engine.begin() as conn:  # (Core: the hot path of every call)
+            return (conn.execute(stmt.returning(D.SessionRow.calls)).scalar() or 0) if call \
+                else conn.execute(stmt).rowcount
 
     def touch(self, sid: str) -> None:
         with self.db.session.begin() as s:
@@ -217,6 +274,8 @@ class Sessions:
         remove_containers({"runner.session": sid})
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
+        if tenant:
+            self.remove_workspace(self.kept(tenant, sid))
 
     def remove_workspace(self, ws: Path) -> bool:
         """Remove a workspace the tenant wrote (any depth, no link followed: wspath.remove_tree);
@@ -280,7 +339,8 @@ class Sessions:
         with self.db.session() as s:
             old = s.execute(select(D.SessionRow.id, D.SessionRow.tenant).where(
                 D.SessionRow.state != "open", D.SessionRow.closed_at < now - self.limits.retention)).all()
-        gone = [sid for sid, tenant in old if not self.workspace(tenant, sid).exists()]
+        gone = [sid for sid, tenant in old if not self.workspace(tenant, sid).exists()
+                and not self.kept(tenant, sid).exists()]
         for i in range(0, len(gone), 500):
             with self.db.session.begin() as s:
                 s.execute(delete(D.SessionRow).where(D.SessionRow.id.in_(gone[i:i + 500]), D.SessionRow.state != "open"))
@@ -317,6 +377,7 @@ class Sessions:
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
+                self.remove_workspace(self.kept(tenant, sid))
         self.remove_gone_tenants()
         self.remove_dead_mcp_workspaces()
         return removed
@@ -341,13 +402,13 @@ class Sessions:
         all of them: their session rows are gone with the tenant, so nothing else names them)."""
         from .tenants import present
 
-        top = self.data / "workspaces"
-        try:
-            names = {p.name for p in top.iterdir()}
-        except OSError:
-            return
-        for name in names - present(self.db, names):
-            self.remove_workspace(top / name)
+        for top in (self.data / "workspaces", self.data / "kept"):
+            try:
+                names = {p.name for p in top.iterdir()}
+            except OSError:
+                continue
+            for name in names - present(self.db, names):
+                self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""
@@ -361,6 +422,7 @@ class Sessions:
             t.join()
 
 
+KEEP_UNBOUNDED_POLICY = 1024 ** 3  # bytes of kept output a session may hold when its policy sets no bound
 MCP_PREFIX = "m"  # an MCP session's workspace: DATA/mcp/TENANT/m<pid>.<start>-<random>/ws (runner/controller/piddirs.py)
 RETRY_REMOVAL = 60.0  # seconds between tries at a workspace that could not be removed
 SANDBOX_UID = 1000  # a root server's sessions' workspaces belong to this user, so their sandboxes run as it

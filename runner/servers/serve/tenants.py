@@ -2,7 +2,9 @@
 
 A key is `rk_<id>_<secret>`: the id finds the tenant's row, then the sha256 of the whole key is
 compared with hmac.compare_digest. Keys are looked up on every request (no cache), so a new key
-replaces the old one at once, in every running server.
+replaces the old one at once, in every running server, and so does `runner tenants update`
+(quotas and grants: a session whose policy is no longer granted ends at its next call).
+What is granted is proved when granted: each policy loads, each image is on the engine.
 """
 from __future__ import annotations
 
@@ -76,6 +78,28 @@ def grant_policies(policies: list[str]) -> dict[str, str]:
     return out
 
 
+def grant_images(images: list[str]) -> list[str]:
+    """The operator's --image values, each proved present on the engine (runner never pulls):
+    UsageError naming the first that is not, or saying the engine could not be asked."""
+    from executors.errors import ExecutorError
+
+    from ...backends.docker import DockerBackend
+    from .app import _qualify  # (the one qualification of a name, as /v1/exec compares them)
+
+    for image in images:
+        try:
+            DockerBackend.require_image(_qualify(image))
+        except ExecutorError as e:
+            raise UsageError(f"cannot grant image {image}: {e}") from None
+    return list(images)
+
+
+def _limits(max_sessions: int | None, calls_per_minute: int | None) -> None:
+    for n, v in (("--max-sessions", max_sessions), ("--calls-per-minute", calls_per_minute)):
+        if v is not None and v < 1:
+            raise UsageError(f"{n} must be at least 1")
+
+
 def _grant(row: D.Tenant) -> Grant:
     return Grant(name=row.name, policies=json.loads(row.policies), images=json.loads(row.images),
                  max_sessions=row.max_sessions, calls_per_minute=row.calls_per_minute)
@@ -85,10 +109,9 @@ def add(database: D.Database, name: str, policies: list[str], max_sessions: int 
         calls_per_minute: int | None, images: list[str]) -> str:
     """Make a tenant; answers its key (shown once, never stored)."""
     check_name(name)
-    for n, v in (("--max-sessions", max_sessions), ("--calls-per-minute", calls_per_minute)):
-        if v is not None and v < 1:
-            raise UsageError(f"{n} must be at least 1")
+    _limits(max_sessions, calls_per_minute)
     granted = grant_policies(policies)
+    images = grant_images(images)
     key, key_id, key_hash = _new_key()
     with database.session.begin() as s:
         if s.get(D.Tenant, name) is not None:
@@ -97,6 +120,30 @@ def add(database: D.Database, name: str, policies: list[str], max_sessions: int 
                        images=json.dumps(list(images)), max_sessions=max_sessions or DEFAULT_MAX_SESSIONS,
                        calls_per_minute=calls_per_minute or DEFAULT_CALLS_PER_MINUTE, created=time.time()))
     return key
+
+
+def change(database: D.Database, name: str, max_sessions: int | None = None, calls_per_minute: int | None = None,
+           images: list[str] | None = None, policies: list[str] | None = None) -> dict:
+    """Change a tenant in place (its key and sessions stay): what is given replaces what it had
+    (images and policies as whole lists, the first policy its default). Every running server
+    reads it at the tenant's next request. Answers the tenant as `listing` shows it."""
+    _limits(max_sessions, calls_per_minute)
+    values: dict = {}
+    if max_sessions is not None:
+        values["max_sessions"] = max_sessions
+    if calls_per_minute is not None:
+        values["calls_per_minute"] = calls_per_minute
+    if policies is not None:
+        values["policies"] = json.dumps(grant_policies(policies))
+    if images is not None:
+        values["images"] = json.dumps(grant_images(images))
+    if not values:
+        raise UsageError("nothing to change: give --max-sessions, --calls-per-minute, --image or --policy")
+    with database.session.begin() as s:
+        n = s.execute(update(D.Tenant).where(D.Tenant.name == name).values(**values)).rowcount
+    if not n:
+        raise UsageError(f"no tenant {name}: `runner tenants list` shows them")
+    return next(t for t in listing(database) if t["name"] == name)
 
 
 def rotate(database: D.Database, name: str) -> str:
@@ -163,11 +210,13 @@ def take_call(database: D.Database, grant: Grant, now: float | None = None) -> f
     from sqlalchemy.exc import IntegrityError
 
     retry = max(1.0, (window + 1) * 60 - now)
+    counted = update(D.Usage).where(D.Usage.tenant == grant.name, D.Usage.window == window,
+                                    D.Usage.count < grant.calls_per_minute).values(count=D.Usage.count + 1)
+    with database.engine.begin() as conn:  # (Core: the hot path of every call, the minute's row there)
+        if conn.execute(counted).rowcount:
+            return None
     with database.session() as s:
-        n = s.execute(update(D.Usage).where(D.Usage.tenant == grant.name, D.Usage.window == window,
-                                            D.Usage.count < grant.calls_per_minute)
-                      .values(count=D.Usage.count + 1)).rowcount
-        if n:
+        if s.execute(counted).rowcount:  # (the minute's row made by another request since)
             s.commit()
             return None
         if s.get(D.Usage, (grant.name, window)) is not None:

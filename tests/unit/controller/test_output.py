@@ -329,3 +329,24 @@ def test_a_store_closed_after_the_exit_hooks_ran_is_still_removed(tmp_path, monk
     _spill(store, "big", ["line\n"] * 100)
     store.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lasting_store_outlives_its_process_and_stays_bounded(tmp_path):
+    """runner serve's store (at=, under --data): close() leaves it, a later store at the same
+    place pages what it holds and counts it against keep (a restart does not reset the bound)."""
+    at = tmp_path / "kept" / "t" / "s1"
+    first = ResultStore(keep=1000, at=at)
+    assert first.page("c1") is None and not at.exists()  # nothing made before a spill
+    sink = first.sink("c1", Caps(10, 2))
+    sink.write("".join(f"{i}\n" for i in range(1, 201)))  # 692 bytes
+    sink.finish()
+    first.close()
+    assert (at / "c1.out").stat().st_size == 692
+    again = ResultStore(keep=1000, at=at)
+    assert again.page("c1", offset=199, limit=5).startswith("199\n200\n")
+    more = again.sink("c2", Caps(10, 2))
+    more.write("x" * 999 + "\n")
+    _, meta = more.finish()
+    assert (at / "c2.out").stat().st_size == 308 and meta["not_kept_bytes"] == 692  # 1000 - 692 left
+    again.close()
+    assert sorted(p.name for p in at.iterdir()) == ["c1.out", "c2.out"]
