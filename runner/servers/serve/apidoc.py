@@ -69,6 +69,37 @@ class ToolSpec(BaseModel):
     needs_approval: bool
 
 
+class Check(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    ok: bool
+    error: str | None = Field(default=None, description="why not, when not ok")
+
+
+class Ready(BaseModel):
+    status: str = Field(description="ready or not ready")
+    checks: dict[str, Check] = Field(description="engine, database, images: each ok or why not")
+
+
+class NetworkChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allow: list[str] | None = Field(default=None, description="the allowlist's new entries, within the grant")
+
+
+class SecretHosts(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    hosts: list[str]
+
+
+class PolicyChange(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    network: NetworkChange | None = None
+    secrets: dict[str, SecretHosts] | None = Field(default=None, description="a brokered secret's hosts")
+
+
+class PolicyNow(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
 class FileNames(BaseModel):
     names: list[str] = Field(description="the directory's names, sorted; a directory's ends with '/'")
 
@@ -109,6 +140,7 @@ def doc(body: type[BaseModel] | None, answer: Any, *errors: int, secured: bool =
     codes = sorted({*errors, *((401, 422) if secured else ())})
     responses: dict = {code: {"model": ErrorBody, "description": ERRORS[code]} for code in codes}
     status = extra.pop("status", 200)
+    responses.update(extra.pop("responses_extra", {}))  # an error status whose body is not ErrorBody
     responses[status] = answer if isinstance(answer, dict) else {"model": answer}
     out = {"responses": responses, **extra}
     if body is not None:

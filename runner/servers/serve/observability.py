@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse, Response
 
 from ..logs import Log
 from ..observe import Observer, make_observer
+from .apidoc import Ready, doc
 
 AUDIT_FILE = "audit.jsonl"
 
@@ -101,7 +102,8 @@ def register(app, state) -> None:
         body = await anyio.to_thread.run_sync(obs.metrics.exposition, limiter=state.quick)
         return Response(body, media_type=CONTENT_TYPE, headers={"Cache-Control": "no-store"})
 
-    @app.get("/v1/ready")
+    @app.get("/v1/ready", **doc(None, Ready, secured=False, responses_extra={
+        503: {"model": Ready, "description": "not ready: each check says why"}}))
     async def ready(request: Request):
         """Readiness: the engine answers, the database answers, and the images the tenants'
         policies and exec grants name are present. 200 when all are, else 503; each check says

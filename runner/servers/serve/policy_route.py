@@ -22,9 +22,10 @@ def register(app, state, *, tenant, live_of, in_turn) -> None:
     from ...controller.live_policy import within_grant
     from ...errors import RunnerError
     from ...policy.problems import PolicyError
+    from .apidoc import SESSION, PolicyChange, PolicyNow, doc
     from .app import Problem
 
-    @app.patch("/v1/sessions/{sid}/policy")
+    @app.patch("/v1/sessions/{sid}/policy", **doc(PolicyChange, PolicyNow, *SESSION, 403, 429))
     async def patch_policy(sid: str, request: Request, grant: Annotated[Any, Depends(tenant)]):
         """Change the network policy of a live session (its next connections), within the grant."""
         try:
