@@ -39,7 +39,7 @@ class Runner:
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
                  egress_network: str | None = None, ssh: Any = None, backend: Any = None,
-                 dialect: str | None = None) -> None:
+                 dialect: str | None = None, snapshot: Any = None) -> None:
         from .. import backends
         from ..reporting.audit import AuditLog
         from ..policy import Policy, load
@@ -51,6 +51,12 @@ class Runner:
         self.workspace = Path(os.path.realpath(Path(workspace).expanduser()))  # never raises on a loop
         if not self.workspace.is_dir():
             raise RunnerError(f"workspace {self.workspace} is not a directory")
+        restored = None
+        if snapshot is not None:  # the workspace filled first: the protected paths are found in it
+            from . import snapshots
+
+            restored = snapshots.lookup(snapshot, snapshots.Store(tenant=tenant))
+            snapshots.restore_workspace(restored, self.workspace)
         base = policy if isinstance(policy, Policy) else load(policy or "default")
         ov = dict(overrides or {})
         for key, value in (("sandbox.executor", executor), ("tools.preset", preset), ("sandbox.lifecycle", lifecycle),
@@ -75,6 +81,7 @@ class Runner:
         # the sandboxes: where they are, the protected paths, one op at a time (runner/controller/session.py)
         self.session = Session(backends.Setting(self.workspace, self.policy, self.session_id), self.backend,
                                self.sandbox_env)
+        self.session.restore_tmp = restored  # (its /tmp, in the first sandbox)
         self.placement = self.session.placement
         self.protected = self.session.protected
         self._custom = None  # custom.Catalog, described in the sandbox on first use
@@ -141,6 +148,48 @@ class Runner:
     def _close_host(self) -> None:
         if self._host_exec is not None:
             self._host_exec.stop()
+
+    # -- state: pause, resume, snapshots, forks (runner/controller/snapshots.py) ---------
+    def pause(self) -> bool:
+        """Freeze the session's sandbox (the engine's pause: no CPU) until resume() or the next
+        call. False when no sandbox runs to freeze (per-call lifecycle, or none started yet)."""
+        with self._lock:
+            return self.session.pause()
+
+    def resume(self) -> bool:
+        """Thaw a paused session (a call does it too); False when it was not paused."""
+        with self._lock:
+            return self.session.resume()
+
+    def snapshot(self, name: str | None = None, *, store: Any = None) -> str:
+        """Snapshot the session now (workspace, /tmp, env and cwd): its id, for Runner(snapshot=ID)."""
+        from . import snapshots
+
+        return snapshots.take(self, store or snapshots.Store(tenant=self.policy.tenant), name)["id"]
+
+    def fork(self, n: int = 1, **kwargs: Any) -> list["Runner"]:
+        """n new Runners (started), each from a snapshot of this session taken now, on a new
+        workspace of its own under the data directory's forks/; kwargs as Runner's (the policy
+        is this one's unless given)."""
+        from . import snapshots
+
+        if not 1 <= n <= 100:
+            raise RunnerError("fork: n is 1 to 100")
+        store = snapshots.Store(tenant=self.policy.tenant)
+        sid = self.snapshot(f"fork of {self.session_id}", store=store)
+        out: list[Runner] = []
+        try:
+            for ws in snapshots.fork_workspaces(n, self.workspace):
+                r = Runner(workspace=ws, snapshot=sid, **{"policy": self.policy, **kwargs})
+                out.append(r)
+                r.start()
+        except BaseException:
+            for r in out:
+                r.close()
+            raise
+        finally:  # (each fork took it at its start)
+            store.remove(sid)
+        return out
 
     # -- tools --------------------------------------------------------------------------
     def tools(self) -> list:
