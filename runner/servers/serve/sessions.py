@@ -84,6 +84,7 @@ class Sessions:
         self.admission = threading.Lock()
         self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
         self.unremoved: dict[Path, float] = {}  # workspaces a removal left, and when to try again
+        self.pending_tmp: dict[str, Path] = {}  # sessions made from a snapshot: its /tmp, for their first sandbox
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -162,7 +163,9 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
-        return Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        r = Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        r.session.restore_tmp = self.pending_tmp.pop(row.id, None)  # (serve/state.py: made from a snapshot)
+        return r
 
     def use(self, grant: Grant, sid: str) -> Live:
         """This instance's Runner of the session (made here if another instance or a previous
@@ -345,6 +348,13 @@ class Sessions:
             return
         for name in names - present(self.db, names):
             self.remove_workspace(top / name)
+        snaps = self.data / "snapshots"  # and their snapshots (`-`: local Runners', no tenant's)
+        try:
+            names = {p.name for p in snaps.iterdir()} - {"-"}
+        except OSError:
+            return
+        for name in names - present(self.db, names):
+            self.remove_workspace(snaps / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""

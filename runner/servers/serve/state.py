@@ -1,0 +1,167 @@
+"""`runner serve`'s routes of state that holds: pause and resume, snapshots, sessions made from
+them, forks (runner/controller/snapshots.py does the work).
+
+    POST   /v1/sessions/{id}/pause       204          POST /v1/sessions/{id}/resume   204
+    POST   /v1/sessions/{id}/snapshots   201 {"id", ...}  {"name"} optional
+    GET    /v1/snapshots                 {"snapshots": [{id, name, size, age, ...}]}
+    GET    /v1/snapshots/{id}            its metadata;  DELETE /v1/snapshots/{id}  204
+    POST   /v1/sessions/{id}/fork        201 {"sessions": [ids]}  {"count": n}
+    POST   /v1/sessions {"snapshot": ID} a session from a snapshot (app.py's route calls from_snapshot)
+
+A tenant's snapshots live under <data>/snapshots/<tenant>/; another tenant's answer 404. The
+number and the bytes a tenant keeps are capped (429 past the number, 413 past the bytes).
+`StateOps` holds the work, callable from another route module (the E2B surface) as well.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fastapi import Depends, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...controller import snapshots as S
+from . import tenants as T
+
+DEFAULT_QUOTA = S.Quota(count=int(os.environ.get("RUNNER_SERVE_MAX_SNAPSHOTS", "50")),
+                        bytes=int(os.environ.get("RUNNER_SERVE_MAX_SNAPSHOT_BYTES", str(20 << 30))))
+MAX_FORKS = 20
+
+
+class SnapshotIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = Field(default=None, max_length=200)
+
+
+class ForkIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    count: int = Field(default=1, ge=1, le=MAX_FORKS)
+
+
+class StateOps:
+    """The work of the routes, on the server's Sessions (blocking: run it on a worker thread)."""
+
+    def __init__(self, state) -> None:
+        self.state = state
+        self.sessions = state.sessions
+
+    def store(self, grant: T.Grant) -> S.Store:
+        quota = self.state.extra.get("snapshot_quota") or DEFAULT_QUOTA
+        return S.Store(self.state.data, grant.name, quota)
+
+    def pause(self, grant: T.Grant, sid: str) -> bool:
+        return self.sessions.use(grant, sid).runner.pause()
+
+    def resume(self, grant: T.Grant, sid: str) -> bool:
+        return self.sessions.use(grant, sid).runner.resume()
+
+    def snapshot(self, grant: T.Grant, sid: str, name: str | None = None) -> dict:
+        live = self.sessions.use(grant, sid)
+        return S.take(live.runner, self.store(grant), name)
+
+    def from_snapshot(self, grant: T.Grant, policy: str, snapshot: str, start: bool = False) -> str:
+        """A new session of the tenant, its workspace filled from one of its snapshots (NoSnapshot
+        for another tenant's); its /tmp goes to its first sandbox (start: made now)."""
+        snap = self.store(grant).path(snapshot)
+        if not (snap / S.META).is_file():
+            raise S.NoSnapshot(f"no snapshot {snapshot}")
+        sid = self.sessions.create(grant, policy)
+        try:
+            S.restore_workspace(snap, self.sessions.workspace(grant.name, sid))
+            self.sessions.pending_tmp[sid] = snap
+            if start:
+                self.sessions.use(grant, sid).runner.start()
+        except BaseException:
+            self.sessions.close(sid, "its snapshot could not be restored")
+            raise
+        return sid
+
+    def fork(self, grant: T.Grant, sid: str, count: int) -> list[str]:
+        """count new sessions, each from a snapshot of this one taken now, their sandboxes started
+        (the snapshot is gone once they have their /tmp)."""
+        row = self.sessions.row(grant, sid)
+        store = self.store(grant)
+        meta = S.take(self.sessions.use(grant, sid).runner, store, f"fork of {sid}")
+        made: list[str] = []
+        try:
+            for _ in range(count):
+                made.append(self.from_snapshot(grant, row.policy, meta["id"], start=True))
+        except BaseException:
+            for new in made:
+                self.sessions.close(new, "its fork did not complete")
+            raise
+        finally:
+            store.remove(meta["id"])
+        return made
+
+
+def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
+    """Add the routes to the app (create_app's helpers given: the tenant dependency, the worker
+    threads, the session lookup that answers 404/410, and its Problem class)."""
+    from .app import parse
+    from .sessions import Full, Gone, NotFound
+
+    ops = StateOps(state)
+    state.extra["state_ops"] = ops
+
+    async def run(fn, *args):
+        try:
+            return await working(fn, *args)
+        except (NotFound, S.NoSnapshot) as e:
+            raise problem(404, str(e)) from None
+        except Gone as e:
+            raise problem(410, str(e)) from None
+        except S.OverQuota as e:
+            raise problem(e.status, str(e), {"Retry-After": "60"} if e.status == 429 else None) from None
+        except Full as e:
+            raise problem(429, str(e), {"Retry-After": "5"}) from None
+        except S.SnapshotError as e:
+            raise problem(409, str(e)) from None
+
+    @app.post("/v1/sessions/{sid}/pause", status_code=204)
+    async def pause(sid: str, grant: T.Grant = Depends(tenant)):
+        """Freeze the session's sandbox (the engine's pause: no CPU); its next call resumes it."""
+        await run(ops.pause, grant, sid)
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{sid}/resume", status_code=204)
+    async def resume(sid: str, grant: T.Grant = Depends(tenant)):
+        await run(ops.resume, grant, sid)
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{sid}/snapshots", status_code=201)
+    async def snapshot(sid: str, request: Request, grant: T.Grant = Depends(tenant)):
+        """Snapshot the session now: its workspace, /tmp, env and cwd (not its processes: see
+        the metadata's not_captured)."""
+        body = await parse(request, SnapshotIn)
+        return await run(ops.snapshot, grant, sid, body.name)
+
+    @app.get("/v1/snapshots")
+    async def list_snapshots(grant: T.Grant = Depends(tenant)):
+        return {"snapshots": await run(lambda: ops.store(grant).list())}
+
+    @app.get("/v1/snapshots/{snap}")
+    async def show_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
+        return await run(lambda: ops.store(grant).meta(snap))
+
+    @app.delete("/v1/snapshots/{snap}", status_code=204)
+    async def delete_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
+        await run(lambda: ops.store(grant).remove(snap))
+        return Response(status_code=204)
+
+    @app.post("/v1/sessions/{sid}/fork", status_code=201)
+    async def fork(sid: str, request: Request, grant: T.Grant = Depends(tenant)):
+        body = await parse(request, ForkIn)
+        state.gate.session_op(grant)
+        return {"sessions": await run(ops.fork, grant, sid, body.count)}
+
+    ops.run = run  # (app.py's POST /v1/sessions answers a snapshot's errors the same way)
+    return ops
+
+
+def remove_tenant(data: Path, tenant: str) -> None:
+    """A removed tenant's snapshots go with it."""
+    from ...untrusted.wspath import remove_tree
+
+    remove_tree(Path(data) / "snapshots" / T.check_name(tenant))

@@ -1,0 +1,114 @@
+"""`runner serve`'s pause, resume, snapshots and forks: the real server, a real client, the real engine."""
+from __future__ import annotations
+
+import pytest
+
+from .conftest import add_tenant, session_containers
+
+pytestmark = pytest.mark.usefixtures("no_leaks")
+
+
+def bash(c, sid: str, command: str) -> str:
+    r = c.post(f"/v1/sessions/{sid}/calls", json={"tool": "bash", "args": {"command": command}})
+    assert r.status_code == 200, r.text
+    return r.json()["content"]
+
+
+def test_pause_snapshot_restore_and_fork_over_http(start_server, data, policy_file, docker_client):
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        bash(c, sid, "echo kept > f.txt; head -c 100000 /dev/urandom > r.bin; ln -s /etc/hostname l; "
+                     "echo tmp > /tmp/t; sha256sum r.bin > sum")
+        assert c.post(f"/v1/sessions/{sid}/pause").status_code == 204
+        [box] = session_containers(docker_client, sid)
+        assert box["State"] == "paused"
+        assert bash(c, sid, "echo resumed") == "resumed\n"  # a call resumes it
+        assert session_containers(docker_client, sid)[0]["State"] == "running"
+        assert c.post(f"/v1/sessions/{sid}/pause").status_code == 204
+        assert c.post(f"/v1/sessions/{sid}/resume").status_code == 204
+        assert session_containers(docker_client, sid)[0]["State"] == "running"
+
+        r = c.post(f"/v1/sessions/{sid}/snapshots", json={"name": "one"})
+        assert r.status_code == 201, r.text
+        snap = r.json()["id"]
+        listed = c.get("/v1/snapshots").json()["snapshots"]
+        assert [(s["id"], s["name"]) for s in listed] == [(snap, "one")]
+        assert listed[0]["size"] > 100000 and listed[0]["age"] >= 0
+        assert (data / "snapshots" / "ta" / snap / "workspace.tar").is_file()
+
+        new = c.post("/v1/sessions", json={"snapshot": snap})
+        assert new.status_code == 201, new.text
+        nid = new.json()["id"]
+        assert bash(c, nid, "cat f.txt /tmp/t; readlink l; sha256sum -c sum") == "kept\ntmp\n/etc/hostname\nr.bin: OK\n"
+
+        forks = c.post(f"/v1/sessions/{sid}/fork", json={"count": 2})
+        assert forks.status_code == 201, forks.text
+        fids = forks.json()["sessions"]
+        assert len(set(fids)) == 2 and sid not in fids
+        for i, fid in enumerate(fids):
+            assert session_containers(docker_client, fid)  # ready: its sandbox started
+            bash(c, fid, f"echo fork{i} > f.txt")
+        assert [bash(c, fid, "cat f.txt /tmp/t") for fid in fids] == ["fork0\ntmp\n", "fork1\ntmp\n"]
+        assert bash(c, sid, "cat f.txt") == "kept\n"
+        assert [s["id"] for s in c.get("/v1/snapshots").json()["snapshots"]] == [snap]  # the fork's own is gone
+
+        assert c.delete(f"/v1/snapshots/{snap}").status_code == 204
+        assert c.get("/v1/snapshots").json()["snapshots"] == []
+        assert c.post("/v1/sessions", json={"snapshot": snap}).status_code == 404
+        for s in [sid, nid, *fids]:
+            assert c.delete(f"/v1/sessions/{s}").status_code == 204
+
+
+def test_another_tenants_snapshot_is_not_found(start_server, data, policy_file):
+    ka, kb = add_tenant("ta", data, policy_file), add_tenant("tb", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(ka) as a, server.client(kb) as b:
+        sid = a.post("/v1/sessions", json={}).json()["id"]
+        bash(a, sid, "echo secret > s.txt")
+        snap = a.post(f"/v1/sessions/{sid}/snapshots", json={}).json()["id"]
+        assert b.get("/v1/snapshots").json()["snapshots"] == []
+        assert b.get(f"/v1/snapshots/{snap}").status_code == 404
+        assert b.delete(f"/v1/snapshots/{snap}").status_code == 404
+        assert b.post("/v1/sessions", json={"snapshot": snap}).status_code == 404
+        assert b.post(f"/v1/sessions/{sid}/snapshots", json={}).status_code == 404
+        assert b.post(f"/v1/sessions/{sid}/pause").status_code == 404
+        assert b.post(f"/v1/sessions/{sid}/fork", json={"count": 1}).status_code == 404
+        assert b.get("/v1/sessions").json()["sessions"] == []  # no session was made for b
+        assert a.get(f"/v1/snapshots/{snap}").json()["id"] == snap
+        a.delete(f"/v1/sessions/{sid}")
+
+
+def test_snapshot_quotas_answer_429_and_413(start_server, data, policy_file):
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data), env={"RUNNER_SERVE_MAX_SNAPSHOTS": "1"})
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        bash(c, sid, "echo x > x")
+        assert c.post(f"/v1/sessions/{sid}/snapshots", json={}).status_code == 201
+        r = c.post(f"/v1/sessions/{sid}/snapshots", json={})
+        assert r.status_code == 429 and "Retry-After" in r.headers
+        c.delete(f"/v1/sessions/{sid}")
+    server.stop()
+    server = start_server("--data", str(data), env={"RUNNER_SERVE_MAX_SNAPSHOT_BYTES": "1000"})
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        r = c.post(f"/v1/sessions/{sid}/snapshots", json={})
+        assert r.status_code == 413, r.text
+        c.delete(f"/v1/sessions/{sid}")
+
+
+def test_a_removed_tenants_snapshots_go_with_it(start_server, data, policy_file):
+    from .conftest import tenants
+
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        bash(c, sid, "echo x > x")
+        snap = c.post(f"/v1/sessions/{sid}/snapshots", json={}).json()["id"]
+    assert (data / "snapshots" / "ta" / snap).is_dir()
+    server.stop()
+    tenants("remove", "ta", data=data)
+    assert not (data / "snapshots" / "ta").exists()
