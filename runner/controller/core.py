@@ -554,10 +554,11 @@ def open_tty(path: str = "/dev/tty"):
 
 
 def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str],
-                dialect: str | None = None, *, warned: bool = True):
+                dialect: str | None = None, *, warned: bool = True, snapshot: str | None = None):
     """The Runner of a command that runs tools. warned: its warnings (warn) said now, else the
-    caller says them once the engine answered (an engine that does not is one line alone)."""
-    kw: dict[str, Any] = {}
+    caller says them once the engine answered (an engine that does not is one line alone).
+    snapshot: the session starts from it (an empty workspace)."""
+    kw: dict[str, Any] = {"snapshot": snapshot} if snapshot else {}
     r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
     if warned:
         try:
