@@ -21,11 +21,13 @@ from .results import ToolResult
 
 
 class RemoteRunner:
-    def __init__(self, url: str, key: str, policy: str | None = None, *, timeout: float = 600.0) -> None:
+    def __init__(self, url: str, key: str, policy: str | None = None, *, timeout: float = 600.0,
+                 snapshot: str | None = None) -> None:
         self.url = url.rstrip("/")
         self.key = key
         self.policy = policy
         self.timeout = timeout
+        self.snapshot_id = snapshot  # the session starts from this snapshot of the tenant's
         self.session_id: str | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -38,8 +40,38 @@ class RemoteRunner:
     def start(self) -> "RemoteRunner":
         if self.session_id is None:
             body = {"policy": self.policy} if self.policy else {}
+            if self.snapshot_id:
+                body["snapshot"] = self.snapshot_id
             self.session_id = self._request("POST", "/v1/sessions", body)["id"]
         return self
+
+    # -- state: pause, resume, snapshots, forks -------------------------------------------
+    def pause(self) -> bool:
+        """As Runner.pause: the session's sandbox frozen until resume() or the next call."""
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/pause")
+        return True
+
+    def resume(self) -> bool:
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/resume")
+        return True
+
+    def snapshot(self, name: str | None = None) -> str:
+        """As Runner.snapshot: the id of a snapshot of the session taken now (the tenant's)."""
+        self.start()
+        return self._request("POST", f"/v1/sessions/{self.session_id}/snapshots", {"name": name})["id"]
+
+    def fork(self, n: int = 1) -> list["RemoteRunner"]:
+        """As Runner.fork: n new sessions from a snapshot of this one taken now, each a RemoteRunner."""
+        self.start()
+        ids = self._request("POST", f"/v1/sessions/{self.session_id}/fork", {"count": n})["sessions"]
+        out = []
+        for sid in ids:
+            r = RemoteRunner(self.url, self.key, self.policy, timeout=self.timeout)
+            r.session_id = sid
+            out.append(r)
+        return out
 
     def close(self) -> None:
         sid, self.session_id = self.session_id, None

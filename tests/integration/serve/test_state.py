@@ -112,3 +112,24 @@ def test_a_removed_tenants_snapshots_go_with_it(start_server, data, policy_file)
     server.stop()
     tenants("remove", "ta", data=data)
     assert not (data / "snapshots" / "ta").exists()
+
+
+def test_remote_runner_pauses_snapshots_and_forks_as_runner_does(start_server, data, policy_file, docker_client):
+    from runner.client import RemoteRunner
+
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data))
+    with RemoteRunner(server.url, key) as r:
+        r.call("bash", {"command": "echo remote > f.txt"})
+        assert r.pause() is True
+        assert session_containers(docker_client, r.session_id)[0]["State"] == "paused"
+        assert r.call("bash", {"command": "cat f.txt"}).content == "remote\n"
+        snap = r.snapshot("remote")
+        with RemoteRunner(server.url, key, snapshot=snap) as r2:
+            assert r2.call("bash", {"command": "cat f.txt"}).content == "remote\n"
+        [f] = r.fork(1)
+        try:
+            assert f.session_id != r.session_id
+            assert f.call("bash", {"command": "cat f.txt"}).content == "remote\n"
+        finally:
+            f.close()
