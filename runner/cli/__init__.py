@@ -425,8 +425,8 @@ def images_list(a):
          arg("--host", "-H", help=HOST_HELP))
 def gc(a):
     """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
-    their egress networks and swarm services, and the agent-socket directories and result stores
-    of controllers that were killed."""
+    their egress networks and swarm services, the agent-socket directories and result stores
+    of controllers that were killed, and the snapshots they left unfinished."""
     from .maintenance import gc_steps
 
     verb = "would remove" if a.dry_run else "removed"

@@ -507,3 +507,38 @@ def fork_workspaces(n: int, like: Path, data: str | os.PathLike | None = None) -
         out.append(p)
     return out
 
+
+UNFINISHED_AGE = 600.0  # seconds after which a snapshot directory without its metadata is a leftover
+
+
+def sweep(dry_run: bool = False, data: str | os.PathLike | None = None,
+          now: float | None = None) -> list[tuple[str, str, str]]:
+    """`runner gc`'s step: the snapshot directories a killed controller or server left unfinished
+    (no metadata, older than UNFINISHED_AGE), in every store of the data directory. Rows
+    (path, "snapshot", why)."""
+    now = time.time() if now is None else now
+    top = data_root(data) / "snapshots"
+    rows = []
+    try:
+        stores = [p for p in top.iterdir() if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    for store in stores:
+        try:
+            entries = list(store.iterdir())
+        except OSError:
+            continue
+        for d in entries:
+            try:
+                st = d.lstat()
+            except OSError:
+                continue
+            if not d.name.startswith(ID_PREFIX) or (d / META).is_file() or now - st.st_mtime < UNFINISHED_AGE:
+                continue
+            why = "an unfinished snapshot (no metadata): its writer was killed"
+            if not dry_run:
+                failed = wspath.remove_tree(d)
+                if failed:
+                    why += f"; not removed: {failed}"
+            rows.append((str(d), "snapshot", why))
+    return rows

@@ -168,3 +168,20 @@ def test_store_lists_removes_and_refuses_past_its_quota(tmp_path):
     for bad in ("../acme/" + listed[1]["id"], "snap-../../x", "", "x" * 100):
         with pytest.raises(S.NoSnapshot):
             store.path(bad)
+
+
+def test_gc_sweeps_unfinished_snapshots_only(tmp_path):
+    store = S.Store(tmp_path, "acme")
+    done, d1 = store.new_dir()
+    (d1 / S.META).write_text('{"id": "x", "created": 1}')
+    _, d2 = store.new_dir()  # a writer killed before its metadata
+    (d2 / S.WORKSPACE_TAR).write_bytes(b"half")
+    _, d3 = store.new_dir()  # one being written now
+    old = os.stat(d3).st_mtime - 2 * S.UNFINISHED_AGE
+    for d in (d1, d2):
+        os.utime(d, (old, old))
+    assert S.sweep(dry_run=True, data=tmp_path) == [(str(d2), "snapshot", S.sweep(True, tmp_path)[0][2])]
+    assert d2.exists()
+    rows = S.sweep(data=tmp_path)
+    assert [r[0] for r in rows] == [str(d2)]
+    assert not d2.exists() and d1.exists() and d3.exists()
