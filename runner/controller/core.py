@@ -177,16 +177,25 @@ class Runner:
             raise RunnerError("fork: n is 1 to 100")
         store = snapshots.Store(tenant=self.policy.tenant)
         sid = self.snapshot(f"fork of {self.session_id}", store=store)
-        out: list[Runner] = []
-        try:
-            for ws in snapshots.fork_workspaces(n, self.workspace):
-                r = Runner(workspace=ws, snapshot=sid, **{"policy": self.policy, **kwargs})
-                out.append(r)
-                r.start()
-        except BaseException:
-            for r in out:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(ws) -> "Runner":
+            r = Runner(workspace=ws, snapshot=sid, **{"policy": self.policy, **kwargs})
+            try:
+                return r.start()
+            except BaseException:
                 r.close()
-            raise
+                raise
+
+        try:  # made and started side by side: the engine creates their containers at once
+            with ThreadPoolExecutor(max_workers=min(n, 8), thread_name_prefix="runner-fork") as pool:
+                futures = [pool.submit(one, ws) for ws in snapshots.fork_workspaces(n, self.workspace)]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            out = [f.result() for f in futures if f.exception() is None]
+            if errors:
+                for r in out:
+                    r.close()
+                raise errors[0]
         finally:  # (each fork took it at its start)
             store.remove(sid)
         return out

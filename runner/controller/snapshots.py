@@ -71,12 +71,25 @@ def container_of(sandbox) -> tuple[str, Any]:
 
 
 def _engine_post(sandbox, action: str) -> None:
+    """POST /containers/ID/pause|unpause. The engine records a container's new state from the
+    runtime's event, after it answered: a pause right after an unpause may be refused as "already
+    paused" (and the reverse) for a moment, so such a refusal is tried again (up to ~1 s)."""
+    import time
+
     cid, ex = container_of(sandbox)
     wire = ex.wire_engine()
-    if wire is not None:
-        wire.json("POST", f"/containers/{cid}/{action}", timeout=30)
-    else:
-        getattr(ex.client.api, action)(cid)
+    lag = "already paused" if action == "pause" else "is not paused"
+    for attempt in range(100):
+        try:
+            if wire is not None:
+                wire.json("POST", f"/containers/{cid}/{action}", timeout=30)
+            else:
+                getattr(ex.client.api, action)(cid)
+            return
+        except Exception as e:
+            if lag not in str(e) or attempt == 99:
+                raise
+            time.sleep(0.01)
 
 
 def freeze(sandbox) -> None:
@@ -89,7 +102,7 @@ def thaw(sandbox) -> None:
     try:
         _engine_post(sandbox, "unpause")
     except Exception as e:
-        if "No such container" not in str(e) and "is not paused" not in str(e):
+        if "No such container" not in str(e):
             raise
 
 

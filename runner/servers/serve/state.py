@@ -86,7 +86,12 @@ class StateOps:
         made: list[str] = []
         try:
             for _ in range(count):
-                made.append(self.from_snapshot(grant, row.policy, meta["id"], start=True))
+                made.append(self.from_snapshot(grant, row.policy, meta["id"]))
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(count, 8), thread_name_prefix="runner-fork") as pool:
+                for f in [pool.submit(lambda new: self.sessions.use(grant, new).runner.start(), new) for new in made]:
+                    f.result()  # (their sandboxes started side by side; the first error raised)
         except BaseException:
             for new in made:
                 self.sessions.close(new, "its fork did not complete")
