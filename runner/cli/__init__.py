@@ -513,7 +513,9 @@ def _db_args():
          arg("--session-retention", type=float, default=7 * 86400.0,
              help="seconds an ended session's row is kept (then purged)"),
          arg("--max-session-ops-per-minute", type=int, default=120,
-             help="sessions a tenant may create and delete per minute (429 past it)"))
+             help="sessions a tenant may create and delete per minute (429 past it)"),
+         arg("--pause-after", type=float, default=0.0,
+             help="seconds idle after which a session's sandbox is paused, no CPU until its next call (0: never)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
@@ -521,7 +523,8 @@ def serve(a):
                               max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant,
                               tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
                               header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
-                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute)
+                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute,
+                              pause_after=a.pause_after)
     return guarded(main_.serve, opts)
 
 

@@ -170,3 +170,38 @@ def remove_tenant(data: Path, tenant: str) -> None:
     from ...untrusted.wspath import remove_tree
 
     remove_tree(Path(data) / "snapshots" / T.check_name(tenant))
+
+
+def pause_idle(state, now: float | None = None) -> list[str]:
+    """The reaper's step under --pause-after: pause this instance's sessions idle that long (the
+    engine's pause: no CPU; their next call resumes them). A session whose call runs now is left
+    alone (its lock is not waited for). Answers the ids paused now."""
+    import time
+
+    from sqlalchemy import select
+
+    from . import db as D
+
+    after = state.extra.get("pause_after") or 0
+    sessions = state.sessions
+    with sessions._lock:
+        live = {sid: lv for sid, lv in sessions.live.items() if not lv.closed and lv.runner.session.paused is None}
+    if not after or not live:
+        return []
+    now = time.time() if now is None else now
+    with sessions.db.session() as s:
+        idle = set(s.scalars(select(D.SessionRow.id).where(D.SessionRow.id.in_(list(live)),
+                                                           D.SessionRow.last_used < now - after)))
+    paused = []
+    for sid in idle:
+        lv = live[sid]
+        if not lv.lock.acquire(blocking=False):
+            continue  # a call of it runs now
+        try:
+            if not lv.closed and lv.runner.pause():
+                paused.append(sid)
+        except Exception:
+            pass  # its sandbox went meanwhile: the next call gets a fresh one
+        finally:
+            lv.lock.release()
+    return paused

@@ -133,3 +133,18 @@ def test_remote_runner_pauses_snapshots_and_forks_as_runner_does(start_server, d
             assert f.call("bash", {"command": "cat f.txt"}).content == "remote\n"
         finally:
             f.close()
+
+
+def test_pause_after_pauses_an_idle_session_and_its_next_call_resumes_it(start_server, data, policy_file,
+                                                                         docker_client):
+    from .conftest import wait_for
+
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data), "--pause-after", "1")
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        bash(c, sid, "echo before > f.txt")
+        wait_for(lambda: session_containers(docker_client, sid)[0]["State"] == "paused", 60)
+        assert bash(c, sid, "cat f.txt") == "before\n"
+        assert session_containers(docker_client, sid)[0]["State"] == "running"
+        c.delete(f"/v1/sessions/{sid}")
