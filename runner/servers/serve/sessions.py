@@ -163,7 +163,10 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
-        r = Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        from .volumes import Volumes
+
+        policy = Volumes(self).policy_for(grant.name, row.id, source)  # (its volumes mounted, if any)
+        r = Runner(workspace=ws, policy=policy, session=row.id, tenant=grant.name, egress_network=net)
         r.session.restore_tmp = self.pending_tmp.pop(row.id, None)  # (serve/state.py: made from a snapshot)
         return r
 
@@ -215,6 +218,7 @@ class Sessions:
         if live is not None:  # first: a call queued behind the running one, whose turn comes as its
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
+        self.pending_tmp.pop(sid, None)
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
 
@@ -348,13 +352,14 @@ class Sessions:
             return
         for name in names - present(self.db, names):
             self.remove_workspace(top / name)
-        snaps = self.data / "snapshots"  # and their snapshots (`-`: local Runners', no tenant's)
-        try:
-            names = {p.name for p in snaps.iterdir()} - {"-"}
-        except OSError:
-            return
-        for name in names - present(self.db, names):
-            self.remove_workspace(snaps / name)
+        for kept in ("snapshots", "volumes"):  # and their snapshots and volumes (`-`: local Runners', no tenant's)
+            top = self.data / kept
+            try:
+                names = {p.name for p in top.iterdir()} - {"-"}
+            except OSError:
+                continue
+            for name in names - present(self.db, names):
+                self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""

@@ -6,7 +6,8 @@ them, forks (runner/controller/snapshots.py does the work).
     GET    /v1/snapshots                 {"snapshots": [{id, name, size, age, ...}]}
     GET    /v1/snapshots/{id}            its metadata;  DELETE /v1/snapshots/{id}  204
     POST   /v1/sessions/{id}/fork        201 {"sessions": [ids]}  {"count": n}
-    POST   /v1/sessions {"snapshot": ID} a session from a snapshot (app.py's route calls from_snapshot)
+    POST   /v1/sessions {"snapshot": ID, "volumes": {NAME: "/path[:ro]"}}  (app.py's route calls new_session)
+    POST   /v1/volumes {"name"} 201;  GET /v1/volumes;  DELETE /v1/volumes/{name} 204 (409 while mounted)
 
 A tenant's snapshots live under <data>/snapshots/<tenant>/; another tenant's answer 404. The
 number and the bytes a tenant keeps are capped (429 past the number, 413 past the bytes).
@@ -39,6 +40,15 @@ class ForkIn(BaseModel):
     count: int = Field(default=1, ge=1, le=MAX_FORKS)
 
 
+class BadRequest(S.SnapshotError):
+    """A request the server cannot take as it is (422)."""
+
+
+class VolumeIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=T.NAME_RE.pattern, description="1-40 of a-z, 0-9, _ and -, a letter or digit first")
+
+
 class StateOps:
     """The work of the routes, on the server's Sessions (blocking: run it on a worker thread)."""
 
@@ -60,20 +70,33 @@ class StateOps:
         live = self.sessions.use(grant, sid)
         return S.take(live.runner, self.store(grant), name)
 
-    def from_snapshot(self, grant: T.Grant, policy: str, snapshot: str, start: bool = False) -> str:
-        """A new session of the tenant, its workspace filled from one of its snapshots (NoSnapshot
-        for another tenant's); its /tmp goes to its first sandbox (start: made now)."""
-        snap = self.store(grant).path(snapshot)
-        if not (snap / S.META).is_file():
-            raise S.NoSnapshot(f"no snapshot {snapshot}")
+    def new_session(self, grant: T.Grant, policy: str, snapshot: str | None = None,
+                    volumes: dict[str, str] | None = None, start: bool = False) -> str:
+        """A new session of the tenant: its workspace filled from one of its snapshots (NoSnapshot
+        for another tenant's), its /tmp going to its first sandbox (start: made now); the tenant's
+        volumes mounted ({NAME: /path or /path:ro}; runner/servers/serve/volumes.py)."""
+        from .volumes import Volumes
+
+        try:
+            mounts = Volumes.parse(volumes or {})
+        except ValueError as e:
+            raise BadRequest(str(e)) from None
+        snap = None
+        if snapshot is not None:
+            snap = self.store(grant).path(snapshot)
+            if not (snap / S.META).is_file():
+                raise S.NoSnapshot(f"no snapshot {snapshot}")
         sid = self.sessions.create(grant, policy)
         try:
-            S.restore_workspace(snap, self.sessions.workspace(grant.name, sid))
-            self.sessions.pending_tmp[sid] = snap
+            if mounts:
+                Volumes(self.sessions).attach(grant.name, sid, mounts)
+            if snap is not None:
+                S.restore_workspace(snap, self.sessions.workspace(grant.name, sid))
+                self.sessions.pending_tmp[sid] = snap
             if start:
                 self.sessions.use(grant, sid).runner.start()
         except BaseException:
-            self.sessions.close(sid, "its snapshot could not be restored")
+            self.sessions.close(sid, "its snapshot or volumes could not be given it")
             raise
         return sid
 
@@ -86,7 +109,7 @@ class StateOps:
         made: list[str] = []
         try:
             for _ in range(count):
-                made.append(self.from_snapshot(grant, row.policy, meta["id"]))
+                made.append(self.new_session(grant, row.policy, meta["id"]))
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=min(count, 8), thread_name_prefix="runner-fork") as pool:
@@ -110,10 +133,14 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
     ops = StateOps(state)
     state.extra["state_ops"] = ops
 
+    from .volumes import NoVolume, Volumes
+
     async def run(fn, *args):
         try:
             return await working(fn, *args)
-        except (NotFound, S.NoSnapshot) as e:
+        except BadRequest as e:
+            raise problem(422, str(e)) from None
+        except (NotFound, S.NoSnapshot, NoVolume) as e:
             raise problem(404, str(e)) from None
         except Gone as e:
             raise problem(410, str(e)) from None
@@ -160,6 +187,21 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
         body = await parse(request, ForkIn)
         state.gate.session_op(grant)
         return {"sessions": await run(ops.fork, grant, sid, body.count)}
+
+    @app.post("/v1/volumes", status_code=201)
+    async def new_volume(request: Request, grant: T.Grant = Depends(tenant)):
+        """A volume of the tenant's, outliving its sessions; mount it with POST /v1/sessions {"volumes": {NAME: /path}}."""
+        body = await parse(request, VolumeIn)
+        return await run(lambda: Volumes(state.sessions).create(grant.name, body.name))
+
+    @app.get("/v1/volumes")
+    async def list_volumes(grant: T.Grant = Depends(tenant)):
+        return {"volumes": await run(lambda: Volumes(state.sessions).listing(grant.name))}
+
+    @app.delete("/v1/volumes/{name}", status_code=204)
+    async def delete_volume(name: str, grant: T.Grant = Depends(tenant)):
+        await run(lambda: Volumes(state.sessions).remove(grant.name, name))
+        return Response(status_code=204)
 
     ops.run = run  # (app.py's POST /v1/sessions answers a snapshot's errors the same way)
     return ops

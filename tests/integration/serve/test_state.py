@@ -99,7 +99,7 @@ def test_snapshot_quotas_answer_429_and_413(start_server, data, policy_file):
         c.delete(f"/v1/sessions/{sid}")
 
 
-def test_a_removed_tenants_snapshots_go_with_it(start_server, data, policy_file):
+def test_a_removed_tenants_snapshots_and_volumes_go_with_it(start_server, data, policy_file):
     from .conftest import tenants
 
     key = add_tenant("ta", data, policy_file)
@@ -108,10 +108,11 @@ def test_a_removed_tenants_snapshots_go_with_it(start_server, data, policy_file)
         sid = c.post("/v1/sessions", json={}).json()["id"]
         bash(c, sid, "echo x > x")
         snap = c.post(f"/v1/sessions/{sid}/snapshots", json={}).json()["id"]
-    assert (data / "snapshots" / "ta" / snap).is_dir()
+        assert c.post("/v1/volumes", json={"name": "v"}).status_code == 201
+    assert (data / "snapshots" / "ta" / snap).is_dir() and (data / "volumes" / "ta" / "v").is_dir()
     server.stop()
     tenants("remove", "ta", data=data)
-    assert not (data / "snapshots" / "ta").exists()
+    assert not (data / "snapshots" / "ta").exists() and not (data / "volumes" / "ta").exists()
 
 
 def test_remote_runner_pauses_snapshots_and_forks_as_runner_does(start_server, data, policy_file, docker_client):
@@ -148,3 +149,38 @@ def test_pause_after_pauses_an_idle_session_and_its_next_call_resumes_it(start_s
         assert bash(c, sid, "cat f.txt") == "before\n"
         assert session_containers(docker_client, sid)[0]["State"] == "running"
         c.delete(f"/v1/sessions/{sid}")
+
+
+def test_volumes_outlive_sessions_belong_to_a_tenant_and_mount_once_read_write(start_server, data, policy_file,
+                                                                              docker_client):
+    ka, kb = add_tenant("ta", data, policy_file), add_tenant("tb", data, policy_file)
+    server = start_server("--data", str(data))
+    with server.client(ka) as a, server.client(kb) as b:
+        assert a.post("/v1/volumes", json={"name": "cache"}).status_code == 201
+        assert a.post("/v1/volumes", json={"name": "cache"}).status_code == 409
+        assert a.post("/v1/volumes", json={"name": "../x"}).status_code == 422
+        s1 = a.post("/v1/sessions", json={"volumes": {"cache": "/data"}})
+        assert s1.status_code == 201, s1.text
+        s1 = s1.json()["id"]
+        assert bash(a, s1, "echo kept > /data/f; cat /data/f") == "kept\n"
+        # read-write by one open session at a time; read-only then refused too
+        assert a.post("/v1/sessions", json={"volumes": {"cache": "/data"}}).status_code == 409
+        assert a.post("/v1/sessions", json={"volumes": {"cache": "/data:ro"}}).status_code == 409
+        assert a.delete("/v1/volumes/cache").status_code == 409
+        # another tenant's volume does not exist for it
+        assert b.post("/v1/sessions", json={"volumes": {"cache": "/data"}}).status_code == 404
+        assert b.get("/v1/volumes").json()["volumes"] == []
+        assert b.delete("/v1/volumes/cache").status_code == 404
+        [vol] = a.get("/v1/volumes").json()["volumes"]
+        assert vol["name"] == "cache" and vol["mounted_by"] == [s1] and vol["size"] > 0
+        assert a.delete(f"/v1/sessions/{s1}").status_code == 204
+        # it outlived the session; now two read-only sessions may share it
+        ro = [a.post("/v1/sessions", json={"volumes": {"cache": "/mnt/c:ro"}}).json()["id"] for _ in range(2)]
+        for sid in ro:
+            assert bash(a, sid, "cat /mnt/c/f") == "kept\n"
+            assert "Read-only" in bash(a, sid, "echo x > /mnt/c/g 2>&1 || true")
+        assert a.post("/v1/sessions", json={"volumes": {"cache": "/data"}}).status_code == 409
+        for sid in ro:
+            a.delete(f"/v1/sessions/{sid}")
+        assert a.delete("/v1/volumes/cache").status_code == 204
+        assert a.get("/v1/volumes").json()["volumes"] == []
