@@ -70,6 +70,14 @@ def container_of(sandbox) -> tuple[str, Any]:
     return cid, ex
 
 
+def _in_container(sandbox) -> bool:
+    try:
+        container_of(sandbox)
+        return True
+    except SnapshotError:
+        return False
+
+
 def _engine_post(sandbox, action: str) -> None:
     """POST /containers/ID/pause|unpause. The engine records a container's new state from the
     runtime's event, after it answered: a pause right after an unpause may be refused as "already
@@ -459,6 +467,8 @@ def take(runner, store: Store, name: str | None = None) -> dict:
         with runner._lock:
             sandbox = session.live_sandbox()
             not_captured = []
+            if sandbox is not None and not _in_container(sandbox):
+                sandbox = None  # (the local and ssh backends: no /tmp of the sandbox's own)
             if sandbox is not None:
                 limit = 2 * int(runner.policy.limits.tmpfs or 256 << 20) + (16 << 20)  # (headers of tiny files)
                 was_paused = session.paused is not None
@@ -476,7 +486,8 @@ def take(runner, store: Store, name: str | None = None) -> dict:
                         session.pause()
             else:
                 size = pack(runner.workspace, d / WORKSPACE_TAR)
-                not_captured.append("/tmp: no sandbox was running (per-call lifecycle, or none started yet)")
+                not_captured.append("/tmp: no container sandbox was running (per-call lifecycle, none started "
+                                    "yet, or a backend without containers)")
             not_captured.append(NOT_CAPTURED_PROCESSES)
             meta = {"id": sid, "name": name, "created": time.time(), "session": runner.session_id,
                     "tenant": runner.policy.tenant, "image": runner.policy.sandbox.image,
