@@ -515,7 +515,10 @@ def _db_args():
          arg("--max-session-ops-per-minute", type=int, default=120,
              help="sessions a tenant may create and delete per minute (429 past it)"),
          arg("--pause-after", type=float, default=0.0,
-             help="seconds idle after which a session's sandbox is paused, no CPU until its next call (0: never)"))
+             help="seconds idle after which a session's sandbox is paused, no CPU until its next call (0: never)"),
+         arg("--hibernate-after", type=float, default=0.0,
+             help="seconds idle after which a session's /tmp goes to disk and its sandbox is removed (its memory "
+                  "freed; its processes end); its next call gets them back on a fresh sandbox (0: never)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
@@ -524,7 +527,7 @@ def serve(a):
                               tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
                               header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
                               session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute,
-                              pause_after=a.pause_after)
+                              pause_after=a.pause_after, hibernate_after=a.hibernate_after)
     return guarded(main_.serve, opts)
 
 

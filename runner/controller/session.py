@@ -40,6 +40,7 @@ class Session:
         self._lock = threading.RLock()
         self.paused: Optional[Sandbox] = None  # the sandbox pause() froze (runner/controller/snapshots.py)
         self.restore_tmp = None  # a snapshot's directory whose /tmp the next fresh sandbox gets
+        self.after_restore: Optional[Callable[[], None]] = None  # called once that /tmp is in a sandbox
 
     # -- the facts ------------------------------------------------------------------------
     @property
@@ -84,6 +85,9 @@ class Session:
             except BaseException:
                 sandbox.close()
                 raise
+            done, self.after_restore = self.after_restore, None
+            if done is not None:
+                done()
         return sandbox
 
     # -- pause and resume (the engine's pause: runner/controller/snapshots.py) -------------

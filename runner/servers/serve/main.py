@@ -35,6 +35,7 @@ class ServeOptions:
     session_retention: float = 7 * 86400.0  # an ended session's row is purged after this
     session_ops: int = 120  # sessions one tenant may create and delete per minute
     pause_after: float = 0.0  # seconds idle after which a session's sandbox is paused (0: never; serve/state.py)
+    hibernate_after: float = 0.0  # seconds idle after which its /tmp goes to disk and its sandbox is removed
 
 
 DESCRIPTORS_BESIDES = 256  # open files the server needs besides its connections (engine, database, files)
@@ -78,6 +79,7 @@ def build(opts: ServeOptions):
                     tenant_calls=opts.tenant_calls, tenant_transfers=opts.tenant_transfers, session_ops=opts.session_ops)
     state.extra["networks"] = nets
     state.extra["pause_after"] = opts.pause_after
+    state.extra["hibernate_after"] = opts.hibernate_after
     try:
         from .mcp import McpEndpoint
     except ImportError:
@@ -110,6 +112,10 @@ async def _reaper(state) -> None:
                 from .state import pause_idle
 
                 await anyio.to_thread.run_sync(pause_idle, state)
+            if state.extra.get("hibernate_after"):
+                from .state import hibernate_idle
+
+                await anyio.to_thread.run_sync(hibernate_idle, state)
             if anyio.current_time() - purged >= min(PURGE_EVERY, state.sessions.limits.retention):
                 purged = anyio.current_time()
                 await anyio.to_thread.run_sync(state.sessions.purge_ended)

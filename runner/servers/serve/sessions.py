@@ -168,6 +168,11 @@ class Sessions:
         policy = Volumes(self).policy_for(grant.name, row.id, source)  # (its volumes mounted, if any)
         r = Runner(workspace=ws, policy=policy, session=row.id, tenant=grant.name, egress_network=net)
         r.session.restore_tmp = self.pending_tmp.pop(row.id, None)  # (serve/state.py: made from a snapshot)
+        from .state import hibernated_dir
+
+        if r.session.restore_tmp is None and (hibernated_dir(self.data, row.id) / "tmp.tar").is_file():
+            r.session.restore_tmp = hibernated_dir(self.data, row.id)  # (hibernated: its /tmp, kept on disk)
+            r.session.after_restore = lambda: remove_tree(hibernated_dir(self.data, row.id))
         return r
 
     def use(self, grant: Grant, sid: str) -> Live:
@@ -219,6 +224,7 @@ class Sessions:
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
         self.pending_tmp.pop(sid, None)
+        remove_tree(self.data / "hibernated" / sid)
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
 
@@ -321,6 +327,7 @@ class Sessions:
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
+                remove_tree(self.data / "hibernated" / sid)  # (a hibernated session that ended meanwhile)
         self.remove_gone_tenants()
         self.remove_dead_mcp_workspaces()
         return removed

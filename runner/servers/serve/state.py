@@ -247,3 +247,57 @@ def pause_idle(state, now: float | None = None) -> list[str]:
         finally:
             lv.lock.release()
     return paused
+
+
+def hibernated_dir(data: Path, sid: str) -> Path:
+    """Where a hibernated session's /tmp waits for its next sandbox (survives a restart)."""
+    return Path(data) / "hibernated" / sid
+
+
+def hibernate_idle(state, now: float | None = None) -> list[str]:
+    """The reaper's step under --hibernate-after: a session of this instance idle that long has its
+    /tmp packed to disk (<data>/hibernated/<sid>/) and its sandbox removed, freeing its memory;
+    its next call (here, or in a server started later) gets a fresh sandbox with that /tmp and the
+    same workspace. Its processes end: this engine cannot checkpoint them (README). A session
+    whose call runs now is left alone. Answers the ids hibernated now."""
+    import time
+
+    from sqlalchemy import select
+
+    from . import db as D
+
+    after = state.extra.get("hibernate_after") or 0
+    sessions = state.sessions
+    with sessions._lock:
+        live = {sid: lv for sid, lv in sessions.live.items() if not lv.closed}
+    if not after or not live:
+        return []
+    now = time.time() if now is None else now
+    with sessions.db.session() as s:
+        idle = set(s.scalars(select(D.SessionRow.id).where(D.SessionRow.id.in_(list(live)),
+                                                           D.SessionRow.last_used < now - after)))
+    done = []
+    for sid in idle:
+        lv = live[sid]
+        if not lv.lock.acquire(blocking=False):
+            continue
+        try:
+            runner = lv.runner
+            with runner._lock:
+                sandbox = runner.session.live_sandbox()
+                if sandbox is not None and S._in_container(sandbox):
+                    d = hibernated_dir(state.data, sid)
+                    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+                    if runner.session.paused is not None:
+                        runner.session.resume()
+                    limit = 2 * int(runner.policy.limits.tmpfs or 256 << 20) + (16 << 20)
+                    S._exec(sandbox, S.TMP_TAR_CMD, out=d / S.TMP_TAR, limit=limit)
+            sessions._drop(sid)  # (its Runner closed, its container removed; the session stays open)
+            done.append(sid)
+        except Exception as e:
+            import sys
+
+            sys.stderr.write(f"runner serve: hibernating session {sid}: {type(e).__name__}: {e}\n")
+        finally:
+            lv.lock.release()
+    return done

@@ -184,3 +184,26 @@ def test_volumes_outlive_sessions_belong_to_a_tenant_and_mount_once_read_write(s
             a.delete(f"/v1/sessions/{sid}")
         assert a.delete("/v1/volumes/cache").status_code == 204
         assert a.get("/v1/volumes").json()["volumes"] == []
+
+
+def test_hibernate_after_frees_the_sandbox_and_the_next_call_gets_tmp_back_even_after_a_restart(
+        start_server, data, policy_file, docker_client):
+    from .conftest import wait_for
+
+    key = add_tenant("ta", data, policy_file)
+    server = start_server("--data", str(data), "--hibernate-after", "1")
+    with server.client(key) as c:
+        sid = c.post("/v1/sessions", json={}).json()["id"]
+        bash(c, sid, "echo ws > f.txt; echo one > /tmp/t")
+        wait_for(lambda: not session_containers(docker_client, sid), 60, "the sandbox removed")
+        assert (data / "hibernated" / sid / "tmp.tar").is_file()
+        assert bash(c, sid, "cat f.txt /tmp/t") == "ws\none\n"  # woken: a fresh sandbox, its /tmp back
+        assert not (data / "hibernated" / sid).exists()  # (taken: a restart will not bring it back again)
+        bash(c, sid, "echo two > /tmp/t")
+        wait_for(lambda: not session_containers(docker_client, sid), 60, "the sandbox removed again")
+    server.stop()
+    server = start_server("--data", str(data))
+    with server.client(key) as c:
+        assert bash(c, sid, "cat f.txt /tmp/t") == "ws\ntwo\n"
+        c.delete(f"/v1/sessions/{sid}")
+    assert not (data / "hibernated" / sid).exists()
