@@ -97,7 +97,7 @@ def state_section(n: int, results: dict) -> list[tuple]:
         results["state_fork10"] = statistics.median(forks)
     notes.append(f"load average {loadavg()} at the end; snapshots under a temporary --data, removed after")
     notes.append("goals (issue 47): pause and resume <= 20 ms each; snapshot of 100 MiB <= 1 s; first call from a "
-                 "snapshot <= 300 ms; fork x10 ready <= 2 s. Hibernation and checkpointed processes: not built yet")
+                 "snapshot <= 300 ms; fork x10 ready <= 2 s. Not measured here: hibernation (runner serve --hibernate-after; its sandbox is removed, so its memory is 0) and checkpointed processes (not built)")
     subprocess.run(["rm", "-rf", str(data)])
     return [("state: pause, resume, snapshots, forks (issue 47)", rows, notes)]
 
