@@ -37,12 +37,13 @@ if TYPE_CHECKING:
 
 class RemoteRunner(ToolRunner):
     def __init__(self, url: str, key: str, policy: str | None = None, *, session: str | None = None,
-                 timeout: float = 600.0, sandbox: str | None = None) -> None:
+                 timeout: float = 600.0, sandbox: str | None = None, snapshot: str | None = None) -> None:
         """session: the id of an open session of this tenant to use (start() checks it is open);
-        else start() opens one under `policy` (the tenant's default when None). close() ends the
-        session either way; detach() leaves it open. sandbox: for a session it opens, "session"
-        (the server's default: one sandbox for the session's life) or "per-call" (a fresh one per
-        call); `note` says, once started, what carries over."""
+        else start() opens one under `policy` (the tenant's default when None), from `snapshot`
+        (a snapshot id of the tenant's) when given. close() ends the session either way; detach()
+        leaves it open. sandbox: for a session it opens, "session" (the server's default: one
+        sandbox for the session's life) or "per-call" (a fresh one per call); `note` says, once
+        started, what carries over."""
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -52,6 +53,7 @@ class RemoteRunner(ToolRunner):
         self.policy = policy
         self.sandbox = sandbox
         self.timeout = timeout
+        self.snapshot_id = snapshot  # a session it opens starts from this snapshot of the tenant's
         self.session_id: str | None = session
         self.note: str | None = None
         self._checked = False  # the session given was found open
@@ -64,7 +66,8 @@ class RemoteRunner(ToolRunner):
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> "RemoteRunner":
         if self.session_id is None:
-            body = {k: v for k, v in (("policy", self.policy), ("sandbox", self.sandbox)) if v}
+            body = {k: v for k, v in (("policy", self.policy), ("sandbox", self.sandbox),
+                                      ("snapshot", self.snapshot_id)) if v}
             made = self._request("POST", "/v1/sessions", body)
             self.session_id, self.note = made["id"], made.get("note")
             self._checked, self._closing = True, False
@@ -74,6 +77,34 @@ class RemoteRunner(ToolRunner):
             self.sandbox = self.sandbox or info.get("sandbox")
             self._checked = True
         return self
+
+    # -- state: pause, resume, snapshots, forks -------------------------------------------
+    def pause(self) -> bool:
+        """As Runner.pause: the session's sandbox frozen until resume() or the next call."""
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/pause")
+        return True
+
+    def resume(self) -> bool:
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/resume")
+        return True
+
+    def snapshot(self, name: str | None = None) -> str:
+        """As Runner.snapshot: the id of a snapshot of the session taken now (the tenant's)."""
+        self.start()
+        return self._request("POST", f"/v1/sessions/{self.session_id}/snapshots", {"name": name})["id"]
+
+    def fork(self, n: int = 1) -> list["RemoteRunner"]:
+        """As Runner.fork: n new sessions from a snapshot of this one taken now, each a RemoteRunner."""
+        self.start()
+        ids = self._request("POST", f"/v1/sessions/{self.session_id}/fork", {"count": n})["sessions"]
+        out = []
+        for sid in ids:
+            r = RemoteRunner(self.url, self.key, self.policy, timeout=self.timeout)
+            r.session_id = sid
+            out.append(r)
+        return out
 
     def close(self) -> None:
         """End the session (its sandbox and workspace are removed); a call under way ends at once."""

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from ..tools.schemas.registry import ToolSpec
 
 # The public methods of the interface, in both forms (the test compares the four classes by these).
-METHODS = ("start", "call", "cancel", "tools", "put_file", "get_file", "list_files", "update_policy", "close")
+METHODS = ("start", "call", "cancel", "tools", "put_file", "get_file", "list_files", "update_policy", "pause", "resume", "snapshot",
+           "fork", "close")
 
 
 class ToolRunner(abc.ABC):
@@ -70,6 +71,23 @@ class ToolRunner(abc.ABC):
     def update_policy(self, changes: dict) -> dict:
         """Change the live session's network policy for its next connections (Runner.update_policy);
         the new network section and brokered hosts. RunnerError when the change is not allowed."""
+
+    @abc.abstractmethod
+    def pause(self) -> bool:
+        """Freeze the session's sandbox (the engine's pause: no CPU) until resume() or its next
+        call; False when there was nothing to freeze."""
+
+    @abc.abstractmethod
+    def resume(self) -> bool:
+        """Thaw a paused session (a call does it too); False when it was not paused."""
+
+    @abc.abstractmethod
+    def snapshot(self, name: str | None = None) -> str:
+        """A snapshot of the session taken now (workspace, /tmp, env and cwd): its id."""
+
+    @abc.abstractmethod
+    def fork(self, n: int = 1) -> "list[ToolRunner]":
+        """n new sessions, started, each from a snapshot of this one taken now."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -165,6 +183,18 @@ class AsyncToolRunner:
 
     async def update_policy(self, changes: dict) -> dict:
         return await self._run(self._sync.update_policy, changes)
+
+    async def pause(self) -> bool:
+        return await self._run(self._sync.pause)
+
+    async def resume(self) -> bool:
+        return await self._run(self._sync.resume)
+
+    async def snapshot(self, name: str | None = None) -> str:
+        return await self._run(self._sync.snapshot, name)
+
+    async def fork(self, n: int = 1) -> "list[AsyncToolRunner]":
+        return [AsyncToolRunner(r) for r in await self._run(self._sync.fork, n)]
 
     async def close(self) -> None:
         """End the session; a call under way ends at once."""

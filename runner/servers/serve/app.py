@@ -83,6 +83,10 @@ class NewSession(BaseModel):
     sandbox: Literal["session", "per-call"] = Field(
         default="session", description="session (the default): one sandbox for the session's life, so files in "
         "/tmp, background processes and the hostname carry over between calls; per-call: a fresh sandbox per call")
+    snapshot: str | None = Field(default=None, max_length=64, description="one of the tenant's snapshots: the "
+                                 "session starts from it (GET /v1/snapshots)")
+    volumes: dict[str, str] | None = Field(default=None, max_length=16, description="the tenant's volumes to mount: "
+                                           "{NAME: /path} read-write, or /path:ro")
 
 
 class CallIn(BaseModel):
@@ -190,6 +194,10 @@ def create_app(state: State) -> FastAPI:
         state.gate.minute_passed(grant, T.take_call(state.db, grant))
         return live, call_id
 
+    from .state import register
+
+    ops = register(app, state, tenant=tenant, working=working, live_of=live_of, problem=Problem)
+
     @app.get("/v1/health", **doc(None, Health, secured=False))
     async def health():
         from sqlalchemy import text
@@ -234,10 +242,13 @@ def create_app(state: State) -> FastAPI:
         name = body.policy or grant.default_policy
         _granted_policy(grant, name)
         state.gate.session_op(grant)
-        try:
-            sid = await blocking(state.sessions.create, grant, name, body.sandbox)
-        except Full as e:
-            raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
+        if body.snapshot is not None or body.volumes:  # (runner/servers/serve/state.py)
+            sid = await ops.run(ops.new_session, grant, name, body.snapshot, body.volumes, False, body.sandbox)
+        else:
+            try:
+                sid = await blocking(state.sessions.create, grant, name, body.sandbox)
+            except Full as e:
+                raise Problem(429, str(e), {"Retry-After": str(FULL_RETRY_AFTER)}) from None
         return {"id": sid, "policy": name, "sandbox": body.sandbox, "note": SANDBOX_NOTES[body.sandbox]}
 
     @app.get("/v1/sessions", **doc(None, SessionList))

@@ -37,6 +37,8 @@ class ServeOptions:
     log_format: str = "json"  # the log on stderr: json lines or text (runner/servers/logs.py)
     log_level: str = "info"
     audit: str | None = None  # the audit log (default DATA/audit.jsonl: runner/servers/serve/observability.py)
+    pause_after: float = 0.0  # seconds idle after which a session's sandbox is paused (0: never; serve/state.py)
+    hibernate_after: float = 0.0  # seconds idle after which its /tmp goes to disk and its sandbox is removed
 
 
 DESCRIPTORS_BESIDES = 256  # open files the server needs besides its connections (engine, database, files)
@@ -87,6 +89,8 @@ def build(opts: ServeOptions):
                     tenant_calls=opts.tenant_calls, tenant_transfers=opts.tenant_transfers, session_ops=opts.session_ops)
     state.extra["networks"] = nets
     obs = observability.attach(state, log, opts.audit)
+    state.extra["pause_after"] = opts.pause_after
+    state.extra["hibernate_after"] = opts.hibernate_after
     try:
         from .mcp import McpEndpoint
     except ImportError:
@@ -122,6 +126,14 @@ async def _reaper(state) -> None:
             if closed:
                 _log(state).info("reaper", f"closed {len(closed)} session(s) past their idle timeout or lifetime",
                                  sessions=closed)
+            if state.extra.get("pause_after"):
+                from .state import pause_idle
+
+                await anyio.to_thread.run_sync(pause_idle, state)
+            if state.extra.get("hibernate_after"):
+                from .state import hibernate_idle
+
+                await anyio.to_thread.run_sync(hibernate_idle, state)
             if anyio.current_time() - purged >= min(PURGE_EVERY, state.sessions.limits.retention):
                 purged = anyio.current_time()
                 await anyio.to_thread.run_sync(state.sessions.purge_ended)

@@ -103,6 +103,7 @@ class Sessions:
         self.admission = threading.Lock()
         self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
         self.unremoved: dict[Path, float] = {}  # workspaces a removal left, and when to try again
+        self.pending_tmp: dict[str, Path] = {}  # sessions made from a snapshot: its /tmp, for their first sandbox
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -187,13 +188,22 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
+        from .volumes import Volumes
+
+        policy = Volumes(self).policy_for(grant.name, row.id, source)  # (its volumes mounted, if any)
         lifecycle = SANDBOXES.get(row.sandbox) if row.sandbox else None
         # a session's own sandbox has no warm spares (a policy's pool_size is for per-call sandboxes)
         pool = 0 if lifecycle == "per-session" else None
-        r = Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net,
+        r = Runner(workspace=ws, policy=policy, session=row.id, tenant=grant.name, egress_network=net,
                    lifecycle=lifecycle, pool_size=pool, results=self.kept(grant.name, row.id))
         if r.store.keep is None:  # bounded here, whatever the policy says
             r.store.keep = KEEP_UNBOUNDED_POLICY
+        r.session.restore_tmp = self.pending_tmp.pop(row.id, None)  # (serve/state.py: made from a snapshot)
+        from .state import hibernated_dir
+
+        if r.session.restore_tmp is None and (hibernated_dir(self.data, row.id) / "tmp.tar").is_file():
+            r.session.restore_tmp = hibernated_dir(self.data, row.id)  # (hibernated: its /tmp, kept on disk)
+            r.session.after_restore = lambda: remove_tree(hibernated_dir(self.data, row.id))
         return r
 
     def use(self, grant: Grant, sid: str, call: bool = False):
@@ -272,6 +282,8 @@ class Sessions:
         if live is not None:  # first: a call queued behind the running one, whose turn comes as its
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
+        self.pending_tmp.pop(sid, None)
+        remove_tree(self.data / "hibernated" / sid)
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
         if tenant:
@@ -378,6 +390,7 @@ class Sessions:
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
                 self.remove_workspace(self.kept(tenant, sid))
+                remove_tree(self.data / "hibernated" / sid)  # (a hibernated session that ended meanwhile)
         self.remove_gone_tenants()
         self.remove_dead_mcp_workspaces()
         return removed
@@ -402,9 +415,10 @@ class Sessions:
         all of them: their session rows are gone with the tenant, so nothing else names them)."""
         from .tenants import present
 
-        for top in (self.data / "workspaces", self.data / "kept"):
+        # (and their snapshots and volumes; `-`: local Runners', no tenant's)
+        for top in (self.data / "workspaces", self.data / "kept", self.data / "snapshots", self.data / "volumes"):
             try:
-                names = {p.name for p in top.iterdir()}
+                names = {p.name for p in top.iterdir()} - {"-"}
             except OSError:
                 continue
             for name in names - present(self.db, names):

@@ -23,8 +23,11 @@ def params(fn) -> list[tuple]:
 def returns(cls, name: str) -> str:
     ann = inspect.signature(getattr(cls, name)).return_annotation
     ann = ann.strip("\"'") if isinstance(ann, str) else ann
+    own = (cls.__name__, "ToolRunner", "AsyncToolRunner")
     if name == "start":  # each returns itself
-        return "self" if ann in (cls.__name__, "ToolRunner", "AsyncToolRunner") else ann
+        return "self" if ann in own else ann
+    if name == "fork":  # each returns runners of its own kind
+        return "list[self]" if str(ann).replace('"', "").replace("'", "") in {f"list[{c}]" for c in own} else ann
     return ann
 
 
@@ -40,7 +43,8 @@ def test_each_sync_runner_is_the_interface(cls):
     for name in METHODS:
         mine, theirs = params(getattr(cls, name)), params(getattr(ToolRunner, name))
         assert mine[:len(theirs)] == theirs, name
-        assert all(p[2] is not inspect.Parameter.empty for p in mine[len(theirs):]), name  # extras are optional
+        assert all(p[2] is not inspect.Parameter.empty or p[1] is inspect.Parameter.VAR_KEYWORD
+                   for p in mine[len(theirs):]), name  # extras are optional
         assert returns(cls, name) == returns(ToolRunner, name), name
         assert not inspect.iscoroutinefunction(getattr(cls, name))
     assert callable(cls.__enter__) and callable(cls.__exit__)
