@@ -38,6 +38,7 @@ import base64
 import ipaddress
 import json
 import os
+import re
 import select
 import socket
 import ssl
@@ -56,6 +57,9 @@ MAX_HEAD = 16 * 1024
 MAX_BODY_SCAN = 1024 * 1024  # a request body up to this (Content-Length) is read whole and checked before sending
 CHUNK = 64 * 1024
 READY = "runner-egress ready"
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # C0 controls but the tab, and DEL
+_CONTROL_ANY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # escaped in log lines
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # a method or a header name (RFC 9110 token)
 EVENT = "EVENT"
 
 _NAMED = (
@@ -435,8 +439,13 @@ class Proxy:
         self.event({"event": "policy", "allow": len(new.rules), "brokered": [b.name for b in new.brokers]})
 
     def log(self, *parts) -> None:
+        """One line for people, on stderr: stdout carries only the EVENT lines the controller
+        audits, and what the sandbox sent (a method, a path, a name) is shown with its control
+        characters escaped, so no part of a request can start a line of its own."""
+        text = " ".join(str(p) for p in parts)
+        text = _CONTROL_ANY.sub(lambda m: repr(m.group())[1:-1], text)
         with self.log_lock:
-            print(time.strftime("%H:%M:%S"), *parts, flush=True)
+            print(time.strftime("%H:%M:%S"), text, file=sys.stderr, flush=True)
 
     def event(self, ev: dict) -> None:
         if self.events is not None:
@@ -641,6 +650,10 @@ class Proxy:
         except Refused as e:
             self._reply(tls, e.status, str(e))
             raise
+        except ValueError as e:  # answered inside the TLS, where the sandbox reads it
+            why = Refused(f"runner egress: bad request: {e}", status=400)
+            self._reply(tls, why.status, str(why))
+            raise why from None
         finally:
             try:
                 tls.close()
@@ -708,16 +721,22 @@ class Proxy:
         return head.decode("latin-1"), rest
     @staticmethod
     def _parse(head: str):
+        # No control character anywhere but the CRLFs that end lines (and a tab in a value): a
+        # bare LF or CR is a line end to some servers and not to this parser, so a header could
+        # hide a second Host (or a request line a forged log line) from what the proxy checks.
+        if _CONTROL.search(head.replace("\r\n", "")):
+            raise ValueError("a control character (bare CR, LF, NUL, ...) in the request head")
         lines = head.split("\r\n")
         parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        if (len(parts) != 3 or not parts[2].startswith("HTTP/") or not _TOKEN.fullmatch(parts[0])
+                or "\t" in lines[0]):
             raise ValueError("malformed request line")
         headers = []
         for line in lines[1:]:
             k, sep, v = line.partition(":")
-            if not sep or not k or k != k.strip():
+            if not sep or not _TOKEN.fullmatch(k):
                 raise ValueError("malformed header line")
-            headers.append((k, v.strip()))
+            headers.append((k, v.strip(" \t")))
         return parts[0].upper(), parts[1], parts[2], headers
 
     @staticmethod
