@@ -355,7 +355,11 @@ class Scanner:
 
 class Masker:
     """Masks real secret values in an answer on its way to the sandbox, in a stream cut into
-    chunks (same length, so framing stays right; a value split across chunks is held back)."""
+    chunks (same length, so framing stays right; a value split across chunks is held back).
+
+    The answer's head is held until it is whole and checked first: an answer whose content or
+    transfer coding is anything but identity (the proxy asked for identity) is refused, since
+    the masker would see only compressed bytes of a value the sandbox then decompresses."""
 
     def __init__(self, brokers) -> None:
         # the value and its base64 at every alignment (an echoed Basic authorization decodes to it)
@@ -363,11 +367,45 @@ class Masker:
         self.keep = max((len(v) for v in self.values), default=1) - 1
         self.held = b""
         self.masked = 0
+        self.in_head = bool(self.values)  # until the final (non-1xx) answer's head has been checked
+
+    def _heads(self, buf: bytes, end: bool) -> bool:
+        """Check the answer heads at the start of `buf`; False while one is still incomplete."""
+        at = 0
+        while self.in_head:
+            stop = buf.find(b"\r\n\r\n", at)
+            if stop < 0:
+                if len(buf) - at > MAX_HEAD * 4:
+                    raise Refused("runner egress: the answer's head is too large to check", status=502)
+                return end
+            head = buf[at:stop].decode("latin-1")
+            lines = head.split("\r\n")
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+                raise Refused("runner egress: the answer is not HTTP", status=502)
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                k, codings = k.strip().lower(), [c.strip().lower() for c in v.split(",") if c.strip()]
+                if (k == "content-encoding" and set(codings) - {"identity"}) or (
+                        k == "transfer-encoding" and set(codings) - {"identity", "chunked"}):
+                    raise Refused(f"runner egress: the answer is compressed ({k}: {v.strip()[:40]}) though the "
+                                  "proxy asked for identity: refused, a secret's value in it could not be masked",
+                                  status=502)
+            at = stop + 4
+            if parts[1] == "101":  # what follows is no longer HTTP (a websocket may deflate it)
+                raise Refused("runner egress: a protocol switch (101) on a connection that brokers secrets: "
+                              "refused, what follows could not be masked", status=502)
+            if not parts[1].startswith("1"):
+                self.in_head = False
+        return True
 
     def feed(self, data: bytes) -> bytes:
         if not self.values:
             return data
         buf = self.held + data
+        if self.in_head and not self._heads(buf, end=not data):
+            self.held = buf
+            return b""
         for v in self.values:
             if v in buf:
                 self.masked += buf.count(v)

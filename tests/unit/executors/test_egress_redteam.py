@@ -3,9 +3,14 @@ servers on loopback, with the names resolved by a resolver the test controls (th
 test_egress_broker.py: api.test brokers GITHUB_TOKEN over TLS intercepted with a session CA)."""
 from __future__ import annotations
 
+import gzip
+import http.client
+import http.server
+import json
 import socket
 import ssl
 import threading
+import zlib
 
 import pytest
 
@@ -14,7 +19,7 @@ pytest.importorskip("cryptography")
 from executors.docker.egress import _LogTail  # noqa: E402
 from executors.docker.egress_proxy import EVENT  # noqa: E402
 
-from .test_egress_broker import PH, client_ctx, world  # noqa: E402,F401  (world: the fixture)
+from .test_egress_broker import PH, REAL, client_ctx, world  # noqa: E402,F401  (world: the fixture)
 
 
 def _events_of(stdout: str) -> list[dict]:
@@ -84,3 +89,64 @@ def test_a_header_cannot_hide_a_second_host_from_the_proxy(world, smuggled):
                                  f"Authorization: Bearer {PH}\r\n\r\n".encode("latin-1"))
     assert answer.startswith(b"HTTP/1.1 400"), answer
     assert len(world["https"].seen) == n  # nothing reached the server
+
+
+class Gzipper(http.server.BaseHTTPRequestHandler):
+    """A listed host that echoes the request's headers compressed whatever it was asked (as some
+    echo services' /gzip pages do)."""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        raw = json.dumps(dict(self.headers.items())).encode()
+        if self.path == "/upgrade":  # a server that switches whatever the Connection header said
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.send_header("Sec-WebSocket-Extensions", "permessage-deflate")
+            self.end_headers()
+            self.wfile.write(zlib.compress(raw))
+            return
+        how = self.path.strip("/") or "gzip"
+        body = gzip.compress(raw) if how == "gzip" else zlib.compress(raw)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Encoding", how)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.mark.parametrize("how", ["gzip", "deflate", "upgrade"])
+def test_a_compressed_answer_cannot_carry_the_value_past_the_masker(world, tmp_path, how):
+    # The proxy asks for identity, but a listed host may compress anyway: the masker sees only
+    # compressed bytes, and the sandbox decompresses the real value.
+    leaf = world["upstream_ca"].leaf("api.test")
+    (tmp_path / "leaf.pem").write_text(leaf["cert"] + leaf["key"])
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(tmp_path / "leaf.pem")
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gzipper)
+    srv.socket = sctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    proxy, old = world["proxy"], world["proxy"].state
+    try:
+        proxy.reconfigure({**world["cfg"], "allow": [*world["cfg"]["allow"], f"api.test:{port}", f"127.0.0.1:{port}"]})
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_ctx(world), timeout=10)
+        conn.set_tunnel(f"api.test:{port}")
+        conn.request("GET", f"/{how}", headers={"Host": f"api.test:{port}", "Authorization": f"Bearer {PH}"})
+        r = conn.getresponse()
+        data = r.read()
+        conn.close()
+    finally:
+        proxy.state = old
+        srv.shutdown()
+        srv.server_close()
+    if r.getheader("Content-Encoding") == "gzip":
+        data = gzip.decompress(data)
+    elif r.getheader("Content-Encoding") == "deflate" or r.status == 101:
+        data = zlib.decompress(data if r.status != 101 else r.fp.read())
+    assert REAL.encode() not in data
+    assert r.status == 502 and (b"compressed" in data or b"protocol switch" in data), (r.status, data)
