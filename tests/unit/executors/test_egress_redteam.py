@@ -19,7 +19,10 @@ pytest.importorskip("cryptography")
 from executors.docker.egress import _LogTail  # noqa: E402
 from executors.docker.egress_proxy import EVENT  # noqa: E402
 
-from .test_egress_broker import PH, REAL, client_ctx, world  # noqa: E402,F401  (world: the fixture)
+from . import test_egress_broker as _broker  # noqa: E402
+from .test_egress_broker import PH, REAL, client_ctx  # noqa: E402
+
+world = _broker.world  # its fixture, made once for this module too
 
 
 def _events_of(stdout: str) -> list[dict]:
