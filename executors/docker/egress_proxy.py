@@ -465,6 +465,16 @@ class Proxy:
         self.resolve = resolve
         self.events = None  # a callable that gets each event (tests); else EVENT lines on stdout
         self.sock = None
+        # The audit budget: each request is an audit line on the controller, in a log tenants
+        # share and that rotates by size; a sandbox making connections as fast as it can would
+        # push everyone's records out. Past `event_burst` (refilled at `event_rate` a second) the
+        # requests are counted, not itemised, and the count goes out as one event when it can.
+        self.clock = time.monotonic
+        self.event_burst = float(cfg.get("event_burst", 200))
+        self.event_rate = float(cfg.get("event_rate", 20))
+        self._tokens, self._stamp = self.event_burst, self.clock()
+        self._unlisted: dict = {}  # (decision, exfiltration) -> requests not itemised
+        self._budget_lock = threading.Lock()
 
     @property
     def rules(self):
@@ -486,6 +496,50 @@ class Proxy:
             print(time.strftime("%H:%M:%S"), text, file=sys.stderr, flush=True)
 
     def event(self, ev: dict) -> None:
+        """Report one event: an `egress` one within the audit budget, else counted (see __init__)."""
+        if ev.get("event") != "egress":
+            self._emit(ev)
+            return
+        with self._budget_lock:
+            if not self._take():
+                key = (ev.get("decision"), bool(ev.get("exfiltration")))
+                self._unlisted[key] = self._unlisted.get(key, 0) + 1
+                return
+        self.flush_unlisted()
+        self._emit(ev)
+
+    def _take(self) -> bool:
+        now = self.clock()
+        if now > self._stamp:
+            self._tokens = min(self.event_burst, self._tokens + (now - self._stamp) * self.event_rate)
+            self._stamp = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+    def flush_unlisted(self) -> None:
+        """The requests counted but not itemised, as one event (when the budget has room)."""
+        with self._budget_lock:
+            if not self._unlisted or not self._take():
+                return
+            counts, self._unlisted = self._unlisted, {}
+        n = sum(counts.values())
+        refused = sum(c for (d, _), c in counts.items() if d != "allowed")
+        exfil = sum(c for (_, x), c in counts.items() if x)
+        self._emit({"event": "egress", "client": None, "host": None, "port": None, "method": None, "path": None,
+                    "intercepted": False, "bytes_up": 0, "bytes_down": 0,
+                    "decision": "refused" if refused else "allowed", "secrets": [], "exfiltration": bool(exfil),
+                    "unlisted": n, "reason": f"{n} request(s) over the audit budget ({self.event_rate:g} a second "
+                                             f"past {self.event_burst:g}) not itemised: {n - refused} allowed, "
+                                             f"{refused} refused, {exfil} of them as attempted exfiltration"})
+
+    def _flusher(self) -> None:
+        while self.sock is not None:
+            time.sleep(1.0)
+            self.flush_unlisted()
+
+    def _emit(self, ev: dict) -> None:
         if self.events is not None:
             self.events(ev)
             return
@@ -504,6 +558,7 @@ class Proxy:
 
     def serve(self) -> None:
         srv = self.sock or self.listen()
+        threading.Thread(target=self._flusher, name="runner-egress-audit", daemon=True).start()
         self.log(READY, self.port, "allow", len(self.rules), "rule(s)")
         while True:
             try:

@@ -159,3 +159,52 @@ def test_a_compressed_answer_cannot_carry_the_value_past_the_masker(world, tmp_p
         data = zlib.decompress(data if r.status != 101 else r.fp.read())
     assert REAL.encode() not in data
     assert r.status == 502 and (b"compressed" in data or b"protocol switch" in data), (r.status, data)
+
+
+def test_a_flood_of_requests_cannot_flood_the_audit_log_and_each_is_still_counted():
+    # Every request became one audit line on the controller, in the log tenants share and that
+    # rotates by size: a sandbox connecting as fast as it could pushed every other record out
+    # (the old proxy itemised all 40 below). Past its budget the proxy counts, and says how many.
+    from executors.docker.egress_proxy import Proxy
+
+    now = [1000.0]
+    proxy = Proxy({"allow": ["api.test:443"], "port": 0, "bind": "127.0.0.1", "head_timeout": 5,
+                   "event_burst": 5, "event_rate": 1}, resolve=lambda name, port: [])
+    proxy.clock = lambda: now[0]  # frozen: the budget refills only when the test says
+    proxy._stamp = now[0]
+    events: list = []
+    proxy.events = events.append
+    proxy.listen()
+    threading.Thread(target=proxy.serve, daemon=True).start()
+    try:
+        for i in range(40):
+            s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+            s.sendall(f"CONNECT evil{i}.test:443 HTTP/1.1\r\n\r\n".encode())
+            assert s.recv(4096).startswith(b"HTTP/1.1 403")
+            s.close()
+        for _ in range(250):  # (each event is reported after its answer went)
+            if len(events) + sum(getattr(proxy, "_unlisted", {}).values()) >= 40:
+                break
+            threading.Event().wait(0.02)
+        itemised = [e for e in events if e.get("event") == "egress"]
+        assert len(itemised) == 5 and all(e["host"].startswith("evil") for e in itemised)
+        now[0] += 1.0
+        proxy.flush_unlisted()
+        summary = [e for e in events if e.get("unlisted")]
+        assert len(summary) == 1 and summary[0]["unlisted"] == 35 and summary[0]["decision"] == "refused"
+        assert "35 request(s) over the audit budget" in summary[0]["reason"]
+    finally:
+        proxy.close()
+
+
+def test_an_unlisted_count_is_audited():
+    from runner.reporting.audit import AuditLog
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        log = AuditLog(f"{d}/audit.jsonl")
+        rec = log.record_egress({"event": "egress", "decision": "refused", "unlisted": 35, "exfiltration": True,
+                                 "reason": "35 request(s) over the audit budget"}, session="s1")
+        assert rec["egress"]["unlisted"] == 35 and rec["egress"]["exfiltration"] and rec["status"] == "error"
+        log.close()
