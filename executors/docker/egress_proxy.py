@@ -369,15 +369,16 @@ class Masker:
         self.masked = 0
         self.in_head = bool(self.values)  # until the final (non-1xx) answer's head has been checked
 
-    def _heads(self, buf: bytes, end: bool) -> bool:
-        """Check the answer heads at the start of `buf`; False while one is still incomplete."""
+    def _heads(self, buf: bytes) -> int:
+        """Check the answer heads at the start of `buf` (Refused for one the masker could not
+        read past); how many bytes of it are checked heads (all of it once the final one is)."""
         at = 0
         while self.in_head:
             stop = buf.find(b"\r\n\r\n", at)
             if stop < 0:
                 if len(buf) - at > MAX_HEAD * 4:
                     raise Refused("runner egress: the answer's head is too large to check", status=502)
-                return end
+                return at
             head = buf[at:stop].decode("latin-1")
             lines = head.split("\r\n")
             parts = lines[0].split(" ", 2)
@@ -397,15 +398,13 @@ class Masker:
                               "refused, what follows could not be masked", status=502)
             if not parts[1].startswith("1"):
                 self.in_head = False
-        return True
+        return len(buf)
 
     def feed(self, data: bytes) -> bytes:
         if not self.values:
             return data
         buf = self.held + data
-        if self.in_head and not self._heads(buf, end=not data):
-            self.held = buf
-            return b""
+        checked = self._heads(buf) if self.in_head else len(buf)
         for v in self.values:
             if v in buf:
                 self.masked += buf.count(v)
@@ -413,6 +412,9 @@ class Masker:
         if not data:  # the end: nothing more can complete a value
             self.held = b""
             return buf
+        if self.in_head:  # interim answers (100 Continue) go on; the final head is awaited whole
+            self.held = buf[checked:]
+            return buf[:checked]
         cut = max(0, len(buf) - self.keep)
         self.held = buf[cut:]
         return buf[:cut]

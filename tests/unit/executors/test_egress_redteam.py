@@ -208,3 +208,22 @@ def test_an_unlisted_count_is_audited():
                                  "reason": "35 request(s) over the audit budget"}, session="s1")
         assert rec["egress"]["unlisted"] == 35 and rec["egress"]["exfiltration"] and rec["status"] == "error"
         log.close()
+
+
+def test_an_interim_answer_reaches_the_sandbox_while_the_final_head_is_awaited(world):
+    # The masker checks every answer head before the final one; a 100 Continue must still reach
+    # a client that waits for it before it sends its body (git and curl do, for larger pushes).
+    n = len(world["https"].seen)
+    raw = socket.create_connection(("127.0.0.1", world["proxy"].port), timeout=10)
+    raw.sendall(f"CONNECT api.test:{world['hp']} HTTP/1.1\r\n\r\n".encode())
+    assert raw.recv(4096).startswith(b"HTTP/1.1 200")
+    with client_ctx(world).wrap_socket(raw, server_hostname="api.test") as t:
+        t.sendall(f"POST /up HTTP/1.1\r\nHost: api.test:{world['hp']}\r\nAuthorization: Bearer {PH}\r\n"
+                  f"Content-Length: 5\r\nExpect: 100-continue\r\n\r\n".encode())
+        assert t.recv(4096).startswith(b"HTTP/1.1 100")
+        t.sendall(b"hello")
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += t.recv(4096)
+    assert data.startswith(b"HTTP/1.1 200")
+    assert world["https"].seen[n]["body"] == "hello"
