@@ -221,6 +221,19 @@ def _forms(text: str) -> list:
     return out
 
 
+_FRAME = rb"\r\n[0-9A-Fa-f]{1,8}(?:;[^\r\n]{0,64})?\r\n"  # the framing between two chunks of a chunked body
+_FRAME_MAX = 2 + 8 + 65 + 2
+_FRAME_SPLIT = re.compile(b"(" + _FRAME + b")")
+_FRAME_ANY = re.compile(_FRAME)
+_FRAME_CUT = re.compile(rb"\r(?:\n(?:[0-9A-Fa-f]{1,8}(?:;[^\r\n]{0,64})?\r?)?)?\Z")  # a frame the data ends in
+
+
+def _framed(form: bytes):
+    """A pattern of `form` that also matches it cut by chunked framing between any two bytes (an
+    answer's chunks may end inside a value it echoes)."""
+    return re.compile((b"(?:" + _FRAME + b")?").join(re.escape(form[i:i + 1]) for i in range(len(form))))
+
+
 class Broker:
     """One brokered secret: its placeholder, its real value, the hosts it goes to."""
 
@@ -232,6 +245,7 @@ class Broker:
         self.ph_forms = _forms(self.placeholder)
         self.value_b = self.value.encode("utf-8")
         self.value_forms = _forms(self.value)
+        self.value_patterns = [_framed(f) for f in self.value_forms]
 
 
 class State:
@@ -364,7 +378,10 @@ class Masker:
     def __init__(self, brokers) -> None:
         # the value and its base64 at every alignment (an echoed Basic authorization decodes to it)
         self.values = [f for b in brokers if len(b.value_b) >= 4 for f in b.value_forms]
-        self.keep = max((len(v) for v in self.values), default=1) - 1
+        self.patterns = [p for b in brokers if len(b.value_b) >= 4 for p in b.value_patterns]
+        self.firsts = {v[0] for v in self.values}
+        # the longest a value can stretch: every byte in a chunk of its own
+        self.keep = max((len(v) + (len(v) - 1) * _FRAME_MAX for v in self.values), default=1) - 1
         self.held = b""
         self.masked = 0
         self.in_head = bool(self.values)  # until the final (non-1xx) answer's head has been checked
@@ -400,24 +417,38 @@ class Masker:
                 self.in_head = False
         return len(buf)
 
+    def _blank(self, m) -> bytes:
+        """A value found (perhaps cut by chunked framing) in stars of its length, framing kept."""
+        self.masked += 1
+        return b"".join(part if i % 2 else b"*" * len(part) for i, part in enumerate(_FRAME_SPLIT.split(m.group())))
+
     def feed(self, data: bytes) -> bytes:
         if not self.values:
             return data
         buf = self.held + data
         checked = self._heads(buf) if self.in_head else len(buf)
-        for v in self.values:
-            if v in buf:
-                self.masked += buf.count(v)
-                buf = buf.replace(v, b"*" * len(v))
+        for pat in self.patterns:
+            buf = pat.sub(self._blank, buf)
         if not data:  # the end: nothing more can complete a value
             self.held = b""
             return buf
         if self.in_head:  # interim answers (100 Continue) go on; the final head is awaited whole
             self.held = buf[checked:]
             return buf[:checked]
-        cut = max(0, len(buf) - self.keep)
+        cut = self._cut(buf)
         self.held = buf[cut:]
         return buf[:cut]
+
+    def _cut(self, buf: bytes) -> int:
+        """Where what may go on ends: the first place in the last `keep` bytes from which the rest
+        could still grow into a value (cut by framing or not); else all of it goes on (a stream
+        of small events is held back only by what could be the start of a value)."""
+        for p in range(max(0, len(buf) - self.keep), len(buf)):
+            if buf[p] in self.firsts:
+                plain = _FRAME_CUT.sub(b"", _FRAME_ANY.sub(b"", buf[p:]))
+                if any(v.startswith(plain) for v in self.values):
+                    return p
+        return len(buf)
 
 
 def substitute_headers(headers, brokers, host: str):

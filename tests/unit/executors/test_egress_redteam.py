@@ -227,3 +227,75 @@ def test_an_interim_answer_reaches_the_sandbox_while_the_final_head_is_awaited(w
             data += t.recv(4096)
     assert data.startswith(b"HTTP/1.1 200")
     assert world["https"].seen[n]["body"] == "hello"
+
+
+class Chunker(http.server.BaseHTTPRequestHandler):
+    """A listed host that echoes the request's headers in small chunks (any streaming server's
+    framing can fall inside a value it reflects; the agent moves it with the padding it sends)."""
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self):
+        raw = json.dumps(dict(self.headers.items())).encode()
+        size = int(self.path.strip("/") or 7)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(0, len(raw), size):
+            part = raw[i:i + size]
+            self.wfile.write(b"%x;ext=1\r\n%s\r\n" % (len(part), part) if i == 0 else b"%x\r\n%s\r\n" % (len(part), part))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *a):
+        pass
+
+
+def _via_brokering_proxy(world, tmp_path, handler, path):
+    """GET `path` with the placeholder in Authorization from a server of `handler` under api.test."""
+    leaf = world["upstream_ca"].leaf("api.test")
+    (tmp_path / "leaf.pem").write_text(leaf["cert"] + leaf["key"])
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(tmp_path / "leaf.pem")
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.socket = sctx.wrap_socket(srv.socket, server_side=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    proxy, old = world["proxy"], world["proxy"].state
+    try:
+        proxy.reconfigure({**world["cfg"], "allow": [*world["cfg"]["allow"], f"api.test:{port}", f"127.0.0.1:{port}"]})
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_ctx(world), timeout=10)
+        conn.set_tunnel(f"api.test:{port}")
+        conn.request("GET", path, headers={"Host": f"api.test:{port}", "Authorization": f"Bearer {PH}"})
+        r = conn.getresponse()
+        data = r.read()  # (http.client reads the chunked framing: it must still be right)
+        conn.close()
+        return r, data
+    finally:
+        proxy.state = old
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.parametrize("size", [1, 5, 7, 13])
+def test_a_value_split_by_chunked_framing_is_masked_too(world, tmp_path, size):
+    r, data = _via_brokering_proxy(world, tmp_path, Chunker, f"/{size}")
+    assert r.status == 200
+    got = json.loads(data)
+    assert REAL.encode() not in data and got["Authorization"] == "Bearer " + "*" * len(REAL)
+
+
+def test_the_masker_holds_back_only_what_could_still_become_a_value():
+    from executors.docker.egress_proxy import Broker, Masker
+
+    b = Broker({"name": "T", "placeholder": PH, "value": REAL, "hosts": ["api.test"]})
+    m = Masker([b])
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    out = m.feed(head + b"5\r\nhello\r\n")
+    assert out == head + b"5\r\nhello\r\n"  # a stream of small events is not held back
+    # a value cut across reads and across chunks: held until it is whole, then masked
+    cut = 9
+    out += m.feed(b"%x\r\n%s\r\n" % (cut, REAL[:cut].encode()))
+    out += m.feed(b"%x\r\n%s\r\n" % (len(REAL) - cut, REAL[cut:].encode()) + b"0\r\n\r\n")
+    out += m.feed(b"")
+    assert REAL[:cut].encode() not in out and b"*" * cut in out and m.masked == 1
+    assert out.endswith(b"0\r\n\r\n") and out.count(b"\r\n") == head.count(b"\r\n") + 2 + 4 + 2
