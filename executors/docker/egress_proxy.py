@@ -379,7 +379,6 @@ class Masker:
         # the value and its base64 at every alignment (an echoed Basic authorization decodes to it)
         self.values = [f for b in brokers if len(b.value_b) >= 4 for f in b.value_forms]
         self.patterns = [p for b in brokers if len(b.value_b) >= 4 for p in b.value_patterns]
-        self.firsts = {v[0] for v in self.values}
         # the longest a value can stretch: every byte in a chunk of its own
         self.keep = max((len(v) + (len(v) - 1) * _FRAME_MAX for v in self.values), default=1) - 1
         self.held = b""
@@ -427,8 +426,9 @@ class Masker:
             return data
         buf = self.held + data
         checked = self._heads(buf) if self.in_head else len(buf)
-        for pat in self.patterns:
-            buf = pat.sub(self._blank, buf)
+        if b"\r\n" in buf or any(v in buf for v in self.values):  # (no CRLF: no framing can cut a value)
+            for pat in self.patterns:
+                buf = pat.sub(self._blank, buf)
         if not data:  # the end: nothing more can complete a value
             self.held = b""
             return buf
@@ -443,12 +443,18 @@ class Masker:
         """Where what may go on ends: the first place in the last `keep` bytes from which the rest
         could still grow into a value (cut by framing or not); else all of it goes on (a stream
         of small events is held back only by what could be the start of a value)."""
-        for p in range(max(0, len(buf) - self.keep), len(buf)):
-            if buf[p] in self.firsts:
-                plain = _FRAME_CUT.sub(b"", _FRAME_ANY.sub(b"", buf[p:]))
-                if any(v.startswith(plain) for v in self.values):
-                    return p
-        return len(buf)
+        start, best = max(0, len(buf) - self.keep), len(buf)
+        for v in self.values:
+            p = buf.find(v[:1], start, best)
+            while p >= 0:
+                nxt = buf[p + 1:p + 2]
+                if nxt in (b"", b"\r", v[1:2]):  # (most places fail here, cheaply)
+                    plain = _FRAME_CUT.sub(b"", _FRAME_ANY.sub(b"", buf[p:]))
+                    if v.startswith(plain):
+                        best = p
+                        break
+                p = buf.find(v[:1], p + 1, best)
+        return best
 
 
 def substitute_headers(headers, brokers, host: str):
