@@ -38,6 +38,7 @@ import base64
 import ipaddress
 import json
 import os
+import re
 import select
 import socket
 import ssl
@@ -56,6 +57,9 @@ MAX_HEAD = 16 * 1024
 MAX_BODY_SCAN = 1024 * 1024  # a request body up to this (Content-Length) is read whole and checked before sending
 CHUNK = 64 * 1024
 READY = "runner-egress ready"
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # C0 controls but the tab, and DEL
+_CONTROL_ANY = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # escaped in log lines
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # a method or a header name (RFC 9110 token)
 EVENT = "EVENT"
 
 _NAMED = (
@@ -217,6 +221,19 @@ def _forms(text: str) -> list:
     return out
 
 
+_FRAME = rb"\r\n[0-9A-Fa-f]{1,8}(?:;[^\r\n]{0,64})?\r\n"  # the framing between two chunks of a chunked body
+_FRAME_MAX = 2 + 8 + 65 + 2
+_FRAME_SPLIT = re.compile(b"(" + _FRAME + b")")
+_FRAME_ANY = re.compile(_FRAME)
+_FRAME_CUT = re.compile(rb"\r(?:\n(?:[0-9A-Fa-f]{1,8}(?:;[^\r\n]{0,64})?\r?)?)?\Z")  # a frame the data ends in
+
+
+def _framed(form: bytes):
+    """A pattern of `form` that also matches it cut by chunked framing between any two bytes (an
+    answer's chunks may end inside a value it echoes)."""
+    return re.compile((b"(?:" + _FRAME + b")?").join(re.escape(form[i:i + 1]) for i in range(len(form))))
+
+
 class Broker:
     """One brokered secret: its placeholder, its real value, the hosts it goes to."""
 
@@ -228,6 +245,7 @@ class Broker:
         self.ph_forms = _forms(self.placeholder)
         self.value_b = self.value.encode("utf-8")
         self.value_forms = _forms(self.value)
+        self.value_patterns = [_framed(f) for f in self.value_forms]
 
 
 class State:
@@ -351,29 +369,92 @@ class Scanner:
 
 class Masker:
     """Masks real secret values in an answer on its way to the sandbox, in a stream cut into
-    chunks (same length, so framing stays right; a value split across chunks is held back)."""
+    chunks (same length, so framing stays right; a value split across chunks is held back).
+
+    The answer's head is held until it is whole and checked first: an answer whose content or
+    transfer coding is anything but identity (the proxy asked for identity) is refused, since
+    the masker would see only compressed bytes of a value the sandbox then decompresses."""
 
     def __init__(self, brokers) -> None:
         # the value and its base64 at every alignment (an echoed Basic authorization decodes to it)
         self.values = [f for b in brokers if len(b.value_b) >= 4 for f in b.value_forms]
-        self.keep = max((len(v) for v in self.values), default=1) - 1
+        self.patterns = [p for b in brokers if len(b.value_b) >= 4 for p in b.value_patterns]
+        # the longest a value can stretch: every byte in a chunk of its own
+        self.keep = max((len(v) + (len(v) - 1) * _FRAME_MAX for v in self.values), default=1) - 1
         self.held = b""
         self.masked = 0
+        self.in_head = bool(self.values)  # until the final (non-1xx) answer's head has been checked
+
+    def _heads(self, buf: bytes) -> int:
+        """Check the answer heads at the start of `buf` (Refused for one the masker could not
+        read past); how many bytes of it are checked heads (all of it once the final one is)."""
+        at = 0
+        while self.in_head:
+            stop = buf.find(b"\r\n\r\n", at)
+            if stop < 0:
+                if len(buf) - at > MAX_HEAD * 4:
+                    raise Refused("runner egress: the answer's head is too large to check", status=502)
+                return at
+            head = buf[at:stop].decode("latin-1")
+            lines = head.split("\r\n")
+            parts = lines[0].split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/"):
+                raise Refused("runner egress: the answer is not HTTP", status=502)
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                k, codings = k.strip().lower(), [c.strip().lower() for c in v.split(",") if c.strip()]
+                if (k == "content-encoding" and set(codings) - {"identity"}) or (
+                        k == "transfer-encoding" and set(codings) - {"identity", "chunked"}):
+                    raise Refused(f"runner egress: the answer is compressed ({k}: {v.strip()[:40]}) though the "
+                                  "proxy asked for identity: refused, a secret's value in it could not be masked",
+                                  status=502)
+            at = stop + 4
+            if parts[1] == "101":  # what follows is no longer HTTP (a websocket may deflate it)
+                raise Refused("runner egress: a protocol switch (101) on a connection that brokers secrets: "
+                              "refused, what follows could not be masked", status=502)
+            if not parts[1].startswith("1"):
+                self.in_head = False
+        return len(buf)
+
+    def _blank(self, m) -> bytes:
+        """A value found (perhaps cut by chunked framing) in stars of its length, framing kept."""
+        self.masked += 1
+        return b"".join(part if i % 2 else b"*" * len(part) for i, part in enumerate(_FRAME_SPLIT.split(m.group())))
 
     def feed(self, data: bytes) -> bytes:
         if not self.values:
             return data
         buf = self.held + data
-        for v in self.values:
-            if v in buf:
-                self.masked += buf.count(v)
-                buf = buf.replace(v, b"*" * len(v))
+        checked = self._heads(buf) if self.in_head else len(buf)
+        if b"\r\n" in buf or any(v in buf for v in self.values):  # (no CRLF: no framing can cut a value)
+            for pat in self.patterns:
+                buf = pat.sub(self._blank, buf)
         if not data:  # the end: nothing more can complete a value
             self.held = b""
             return buf
-        cut = max(0, len(buf) - self.keep)
+        if self.in_head:  # interim answers (100 Continue) go on; the final head is awaited whole
+            self.held = buf[checked:]
+            return buf[:checked]
+        cut = self._cut(buf)
         self.held = buf[cut:]
         return buf[:cut]
+
+    def _cut(self, buf: bytes) -> int:
+        """Where what may go on ends: the first place in the last `keep` bytes from which the rest
+        could still grow into a value (cut by framing or not); else all of it goes on (a stream
+        of small events is held back only by what could be the start of a value)."""
+        start, best = max(0, len(buf) - self.keep), len(buf)
+        for v in self.values:
+            p = buf.find(v[:1], start, best)
+            while p >= 0:
+                nxt = buf[p + 1:p + 2]
+                if nxt in (b"", b"\r", v[1:2]):  # (most places fail here, cheaply)
+                    plain = _FRAME_CUT.sub(b"", _FRAME_ANY.sub(b"", buf[p:]))
+                    if v.startswith(plain):
+                        best = p
+                        break
+                p = buf.find(v[:1], p + 1, best)
+        return best
 
 
 def substitute_headers(headers, brokers, host: str):
@@ -423,6 +504,16 @@ class Proxy:
         self.resolve = resolve
         self.events = None  # a callable that gets each event (tests); else EVENT lines on stdout
         self.sock = None
+        # The audit budget: each request is an audit line on the controller, in a log tenants
+        # share and that rotates by size; a sandbox making connections as fast as it can would
+        # push everyone's records out. Past `event_burst` (refilled at `event_rate` a second) the
+        # requests are counted, not itemised, and the count goes out as one event when it can.
+        self.clock = time.monotonic
+        self.event_burst = float(cfg.get("event_burst", 200))
+        self.event_rate = float(cfg.get("event_rate", 20))
+        self._tokens, self._stamp = self.event_burst, self.clock()
+        self._unlisted: dict = {}  # (decision, exfiltration) -> requests not itemised
+        self._budget_lock = threading.Lock()
 
     @property
     def rules(self):
@@ -435,10 +526,59 @@ class Proxy:
         self.event({"event": "policy", "allow": len(new.rules), "brokered": [b.name for b in new.brokers]})
 
     def log(self, *parts) -> None:
+        """One line for people, on stderr: stdout carries only the EVENT lines the controller
+        audits, and what the sandbox sent (a method, a path, a name) is shown with its control
+        characters escaped, so no part of a request can start a line of its own."""
+        text = " ".join(str(p) for p in parts)
+        text = _CONTROL_ANY.sub(lambda m: repr(m.group())[1:-1], text)
         with self.log_lock:
-            print(time.strftime("%H:%M:%S"), *parts, flush=True)
+            print(time.strftime("%H:%M:%S"), text, file=sys.stderr, flush=True)
 
     def event(self, ev: dict) -> None:
+        """Report one event: an `egress` one within the audit budget, else counted (see __init__)."""
+        if ev.get("event") != "egress":
+            self._emit(ev)
+            return
+        with self._budget_lock:
+            if not self._take():
+                key = (ev.get("decision"), bool(ev.get("exfiltration")))
+                self._unlisted[key] = self._unlisted.get(key, 0) + 1
+                return
+        self.flush_unlisted()
+        self._emit(ev)
+
+    def _take(self) -> bool:
+        now = self.clock()
+        if now > self._stamp:
+            self._tokens = min(self.event_burst, self._tokens + (now - self._stamp) * self.event_rate)
+            self._stamp = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
+
+    def flush_unlisted(self) -> None:
+        """The requests counted but not itemised, as one event (when the budget has room)."""
+        with self._budget_lock:
+            if not self._unlisted or not self._take():
+                return
+            counts, self._unlisted = self._unlisted, {}
+        n = sum(counts.values())
+        refused = sum(c for (d, _), c in counts.items() if d != "allowed")
+        exfil = sum(c for (_, x), c in counts.items() if x)
+        self._emit({"event": "egress", "client": None, "host": None, "port": None, "method": None, "path": None,
+                    "intercepted": False, "bytes_up": 0, "bytes_down": 0,
+                    "decision": "refused" if refused else "allowed", "secrets": [], "exfiltration": bool(exfil),
+                    "unlisted": n, "reason": f"{n} request(s) over the audit budget ({self.event_rate:g} a second "
+                                             f"past {self.event_burst:g}) not itemised: {n - refused} allowed, "
+                                             f"{refused} refused, {exfil} of them as attempted exfiltration"})
+
+    def _flusher(self) -> None:
+        while self.sock is not None:
+            time.sleep(1.0)
+            self.flush_unlisted()
+
+    def _emit(self, ev: dict) -> None:
         if self.events is not None:
             self.events(ev)
             return
@@ -457,6 +597,7 @@ class Proxy:
 
     def serve(self) -> None:
         srv = self.sock or self.listen()
+        threading.Thread(target=self._flusher, name="runner-egress-audit", daemon=True).start()
         self.log(READY, self.port, "allow", len(self.rules), "rule(s)")
         while True:
             try:
@@ -641,6 +782,10 @@ class Proxy:
         except Refused as e:
             self._reply(tls, e.status, str(e))
             raise
+        except ValueError as e:  # answered inside the TLS, where the sandbox reads it
+            why = Refused(f"runner egress: bad request: {e}", status=400)
+            self._reply(tls, why.status, str(why))
+            raise why from None
         finally:
             try:
                 tls.close()
@@ -708,16 +853,22 @@ class Proxy:
         return head.decode("latin-1"), rest
     @staticmethod
     def _parse(head: str):
+        # No control character anywhere but the CRLFs that end lines (and a tab in a value): a
+        # bare LF or CR is a line end to some servers and not to this parser, so a header could
+        # hide a second Host (or a request line a forged log line) from what the proxy checks.
+        if _CONTROL.search(head.replace("\r\n", "")):
+            raise ValueError("a control character (bare CR, LF, NUL, ...) in the request head")
         lines = head.split("\r\n")
         parts = lines[0].split(" ")
-        if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        if (len(parts) != 3 or not parts[2].startswith("HTTP/") or not _TOKEN.fullmatch(parts[0])
+                or "\t" in lines[0]):
             raise ValueError("malformed request line")
         headers = []
         for line in lines[1:]:
             k, sep, v = line.partition(":")
-            if not sep or not k or k != k.strip():
+            if not sep or not _TOKEN.fullmatch(k):
                 raise ValueError("malformed header line")
-            headers.append((k, v.strip()))
+            headers.append((k, v.strip(" \t")))
         return parts[0].upper(), parts[1], parts[2], headers
 
     @staticmethod

@@ -48,29 +48,42 @@ def overrides(policy: Any, changes: Any) -> dict[str, Any]:
 
 
 def within_grant(started: Any, changes: Any) -> str | None:
-    """Why `changes` goes past the policy the session started with, or None."""
+    """Why `changes` goes past the policy the session started with, or None. A part of another
+    shape than a change has (a list where a mapping goes, a string where a list goes) is past
+    the grant too: nothing a tenant sends makes this fail, and nothing is read in a way the
+    policy would read otherwise."""
     from executors.allowlist import canonical
 
     if not isinstance(changes, dict):
         return None  # the change itself says what is wrong with it (422)
     net = changes.get("network") or {}
-    if isinstance(net, dict):
-        if "tls_ca_file" in net:
-            return "network.tls_ca_file names the operator's files: not a tenant's to change"
-        granted = set(started.network.allow)
-        for entry in net.get("allow") or []:
-            try:
-                spelled = canonical(entry)
-            except ValueError:
-                continue  # refused as invalid (422)
-            if spelled not in granted:
-                return f"network.allow {spelled!r} is not in the granted policy's allowlist"
-    for name, spec in (changes.get("secrets") or {}).items():
+    if not isinstance(net, dict):
+        return "network: a mapping ({allow: [...]}) is all a tenant may change there"
+    if "tls_ca_file" in net:
+        return "network.tls_ca_file names the operator's files: not a tenant's to change"
+    granted = set(started.network.allow)
+    allow = net.get("allow") or []
+    if not isinstance(allow, list):
+        return "network.allow: a list of the granted policy's entries"
+    for entry in allow:
+        try:
+            spelled = canonical(entry)
+        except (ValueError, TypeError):
+            continue  # refused as invalid (422)
+        if spelled not in granted:
+            return f"network.allow {spelled!r} is not in the granted policy's allowlist"
+    secrets = changes.get("secrets") or {}
+    if not isinstance(secrets, dict):
+        return "secrets: a mapping ({NAME: {hosts: [...]}}) is all a tenant may change there"
+    for name, spec in secrets.items():
         s = started.secrets.get(name)
         if s is None or not isinstance(spec, dict):
             continue  # refused by the change itself
-        for h in spec.get("hosts") or []:
-            if str(h).rstrip(".").lower() not in s.hosts:
+        hosts = spec.get("hosts") or []
+        if not isinstance(hosts, list):
+            return f"secrets.{name}.hosts: a list of the hosts the granted policy gives it"
+        for h in hosts:
+            if not isinstance(h, str) or h.rstrip(".").lower() not in s.hosts:
                 return f"secrets.{name}.hosts {h!r} is not among the hosts the granted policy gives it"
     return None
 

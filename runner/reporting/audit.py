@@ -162,6 +162,8 @@ class AuditLog:
             "intercepted": bool(ev.get("intercepted")), "secrets": [text(n, 64) for n in ev.get("secrets") or []],
             "exfiltration": bool(ev.get("exfiltration")), "client": text(ev.get("client"), 64),
         }
+        if isinstance(ev.get("unlisted"), int) and ev["unlisted"] > 0:  # requests past the proxy's audit budget
+            detail["unlisted"] = ev["unlisted"]
         rec = {
             "ts": when.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "call_id": "egress",
