@@ -318,7 +318,8 @@ def put_file_keeps_an_existing_files_mode(ex, ws, traits):
     assert sh(ex, f"printf old > {ws}/tool && chmod 750 {ws}/tool").exit_code == 0
     ex.put_file(f"{ws}/tool", b"new")
     ex.put_file(f"{ws}/fresh", b"new")
-    assert sh(ex, f"stat -c %a {ws}/tool {ws}/fresh").stdout.split() == [b"750", b"644"]
+    modes = sh(ex, f"stat -c %a {ws}/tool {ws}/fresh")
+    assert modes.stdout.split() == [b"750", b"644"], modes
     assert ex.get_file(f"{ws}/tool") == b"new"
     ex.put_file(f"{ws}/tool", b"newer", mode=0o700)  # an explicit mode is applied
     assert sh(ex, f"stat -c %a {ws}/tool").stdout.strip() == b"700"

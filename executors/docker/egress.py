@@ -569,6 +569,20 @@ def reap_orphans(client, dry_run: bool = False, only: set[str] | None = None) ->
     is up (proxy, networks, firewall rules), and firewall rules whose network no longer exists.
     Returns (session, reason) for each. only: these sessions alone (runner serve's own)."""
     done: list[tuple[str, str]] = []
+    # The rules before the networks: a start makes its networks, then its rules, so every session
+    # whose rules are listed here has its networks in the listing below (listed the other way round,
+    # a start between the two was taken for rules without their network and torn down)
+    with_rules: list[str] = []
+    for tool in ("iptables", "ip6tables"):
+        if not shutil.which(tool):
+            continue
+        res = run_tables([tool, "-w", "10", "-S"])
+        for line in res.stdout.splitlines():
+            if COMMENT_PREFIX not in line:
+                continue
+            session = line.split(COMMENT_PREFIX, 1)[1].split('"', 1)[0].split(" ", 1)[0]
+            if session and session not in with_rules:
+                with_rules.append(session)
     sessions_with_network = set()
     for net in client.networks.list(filters={"label": f"{L.MANAGED}=true"}):
         labels = net.attrs.get("Labels") or {}
@@ -579,16 +593,9 @@ def reap_orphans(client, dry_run: bool = False, only: set[str] | None = None) ->
         why = L.orphan_reason(labels)
         if why and session not in {s for s, _ in done}:
             done.append((session, why))
-    for tool in ("iptables", "ip6tables"):
-        if not shutil.which(tool):
-            continue
-        res = run_tables([tool, "-w", "10", "-S"])
-        for line in res.stdout.splitlines():
-            if COMMENT_PREFIX not in line:
-                continue
-            session = line.split(COMMENT_PREFIX, 1)[1].split('"', 1)[0].split(" ", 1)[0]
-            if session and session not in sessions_with_network and session not in {s for s, _ in done}:
-                done.append((session, "firewall rules without their network"))
+    for session in with_rules:
+        if session not in sessions_with_network and session not in {s for s, _ in done}:
+            done.append((session, "firewall rules without their network"))
     if only is not None:
         done = [(s, why) for s, why in done if s in only]
     if not dry_run:

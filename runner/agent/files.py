@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import binascii
 import os
+import stat
 
 from . import paths
 from .context import Ctx, ToolError
@@ -25,6 +26,8 @@ def _existing_file(ctx: Ctx, path: str) -> str:
         raise ToolError(f"file not found: {path}{hint}")
     if os.path.isdir(real):
         raise ToolError(f"{path} is a directory: use ls to list it")
+    if not stat.S_ISREG(os.stat(real).st_mode):  # a fifo's open waits for a writer: the whole call's timeout
+        raise ToolError(f"{path} is not a regular file (a fifo, socket or device): inspect it with bash")
     return real
 
 

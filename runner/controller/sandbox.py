@@ -473,5 +473,10 @@ class Sandbox:
         tail = b"".join(self._stderr).decode("utf-8", "replace").strip()[-600:] if words else ""
         self.dead = why + (f"; its last words: {tail}" if tail else "")
         if kill and self.proc is not None:
+            if self._drainer is None:  # its output is read no more: drained, so that an engine holding the kill
+                # until the container's output is read (gVisor's shim behind a full queue: minutes) is not stalled
+                self._drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True,
+                                                 name="runner-sandbox-stderr")
+                self._drainer.start()
             self.proc.kill()
         raise SandboxDied(self.dead)

@@ -19,7 +19,8 @@ HERE = Path(__file__).parent
 # folders whose every test goes to the serial group
 SERIAL_FOLDERS = {"swarm", "faults"}
 # single tests (file name, or file name::test name) that change what other tests' engines see
-SERIAL_TESTS = {"test_maintenance.py::test_gc_removes_orphans_and_spares_live_sandboxes"}
+SERIAL_TESTS = {"test_maintenance.py::test_gc_removes_orphans_and_spares_live_sandboxes",
+                "test_isolation.py::test_runner_gc_removes_what_a_killed_server_left_when_none_restarts"}
 # a fixture that makes a test serial wherever it is (the swarm variants of toolcalls, conformance)
 SERIAL_FIXTURES = {"swarm_cluster", "cluster", "private_engine", "engine"}
 

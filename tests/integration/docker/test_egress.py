@@ -605,7 +605,9 @@ def test_reap_orphans_tears_down_an_egress_whose_owner_is_gone(docker_client, eg
     dead.start()
     try:
         time.sleep(0.05)
-        found = dict(reap_orphans(docker_client))
+        # these two sessions alone: a sweep of every orphan would take another run's (a parallel
+        # worker's killed `runner exec -p`, which its own test then looks for)
+        found = dict(reap_orphans(docker_client, only={dead.session, eg.session}))
         assert found.get(dead.session) == "expired"
         assert session_rules(dead.session) == []
         assert not docker_client.networks.list(names=[dead.sandbox_network])
@@ -631,3 +633,39 @@ def test_the_users_docker_proxies_never_reach_the_egress_proxy(docker_client, no
         eg.stop()
         client.close()
     assert not [e for e in env if "proxy" in e.lower()], env
+
+
+def test_reap_orphans_spares_an_egress_started_while_it_looks(docker_client, no_leaks):
+    """`runner gc` beside a run that starts an egress: the start makes the networks, then the
+    firewall rules. A sweep that listed the networks before the start and the rules after it took
+    the new session's rules for rules without their network, and tore the live egress down."""
+    session = f"egxt-{uuid.uuid4().hex[:8]}"
+    started = []
+
+    class StartsOneWhileListed:  # the engine's answer, then the other run's start
+        def __init__(self, client):
+            self.client = client
+
+        def list(self, *a, **kw):
+            nets = self.client.networks.list(*a, **kw)
+            if not started:
+                eg = Egress(docker_client, session, allow=[], labels=TEST_LABELS)
+                started.append(eg)
+                eg.start()
+            return nets
+
+    class Client:
+        networks = StartsOneWhileListed(docker_client)
+
+        def __getattr__(self, name):
+            return getattr(docker_client, name)
+
+    try:
+        found = dict(reap_orphans(Client(), dry_run=True, only={session}))
+        assert started, "the sweep listed no network"
+        assert session not in found, found
+    finally:
+        for eg in started:
+            eg.stop()
+    assert session_rules(session) == []
+    assert not docker_client.networks.list(names=list(network_names(session)))

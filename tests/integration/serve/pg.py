@@ -50,7 +50,10 @@ class Postgres:
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(2)  # SIGINT: fast shutdown (clients are disconnected)
+            # fast shutdown (clients are disconnected), asked of the postmaster by pg_ctl: runuser does
+            # not pass a SIGINT on, so the stop waited out its 60 s and killed runuser, postgres left running
+            subprocess.run(self.as_user + [_bin("pg_ctl"), "-D", os.path.join(self.dir, "data"), "stop", "-m", "fast",
+                                           "-w", "-t", "60"], capture_output=True, timeout=90)
             try:
                 self.proc.wait(timeout=60)
             except subprocess.TimeoutExpired:

@@ -20,9 +20,11 @@ limits: {timeout: 2, max_timeout: 3}
 """
 
 
-def execs(docker_client, tenant: str) -> list[dict]:
+def execs(docker_client, tenant: str, server) -> list[dict]:
+    """This server's exec containers of the tenant (another run's server may have a tenant of that name)."""
     return docker_client.api.containers(all=True, filters={"label": ["runner.managed=true", "runner.role=serve-exec",
-                                                                     f"runner.tenant={tenant}"]})
+                                                                     f"runner.tenant={tenant}",
+                                                                     f"runner.owner.pid={server.proc.pid}"]})
 
 
 def test_an_exec_gets_the_policys_timeout_capped_by_its_maximum(start_server, data, tmp_path):
@@ -56,7 +58,7 @@ def test_an_exec_runs_under_the_policys_runtime_and_limits(start_server, data, t
     seen: list = []
 
     def look():
-        found = execs(docker_client, "gv")
+        found = execs(docker_client, "gv", server)
         if found:
             seen.append(docker_client.api.inspect_container(found[0]["Id"])["HostConfig"])
         return found
@@ -75,29 +77,35 @@ def test_an_exec_runs_under_the_policys_runtime_and_limits(start_server, data, t
 
 
 def test_a_running_exec_counts_as_a_session_and_ends_with_its_client(start_server, data, policy_file, docker_client):
+    import socket
+    from urllib.parse import urlsplit
+
     key = add_tenant("one", data, policy_file, "--image", "runner/base", "--max-sessions", "1")
     server = start_server("--data", str(data))
-    gave_up = threading.Event()
-
-    def impatient():  # waits 30 s for an answer, then closes its connection
-        with server.client(key, timeout=30) as c:
-            try:
-                c.post("/v1/exec", json={"image": "runner/base", "cmd": ["sleep", "600"]})
-            except httpx.TimeoutException:
-                gave_up.set()
-    t = threading.Thread(target=impatient)
-    t.start()
-    with server.client(key) as c:
-        wait_for(lambda: execs(docker_client, "one"), 30, "the exec's container")
-        full = c.post("/v1/sessions", json={})
-        assert full.status_code == 429 and "1 running /v1/exec" in full.json()["detail"], full.text
-        second = c.post("/v1/exec", json={"image": "runner/base", "cmd": ["true"]})
-        assert second.status_code == 429 and "1 running /v1/exec" in second.json()["detail"], second.text
-        t.join(120)
-        assert gave_up.is_set()
-        wait_for(lambda: not execs(docker_client, "one"), 60, "the exec's container removed once its client left")
-        wait_for(lambda: c.post("/v1/exec", json={"image": "runner/base", "cmd": ["true"]}).status_code == 200, 30,
-                 "room for an exec again")
+    where = urlsplit(server.url)
+    body = b'{"image": "runner/base", "cmd": ["sleep", "600"]}'
+    # a client that leaves while its exec runs: it closes its connection once the checks are done
+    # (it waited out a 30 s read timeout before)
+    impatient = socket.create_connection((where.hostname, where.port))
+    try:
+        impatient.sendall(b"POST /v1/exec HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key.encode()
+                          + b"\r\nContent-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                          + b"\r\n\r\n" + body)
+        with server.client(key) as c:
+            wait_for(lambda: execs(docker_client, "one", server), 30, "the exec's container")
+            full = c.post("/v1/sessions", json={})
+            assert full.status_code == 429 and "1 running /v1/exec" in full.json()["detail"], full.text
+            second = c.post("/v1/exec", json={"image": "runner/base", "cmd": ["true"]})
+            assert second.status_code == 429 and "1 running /v1/exec" in second.json()["detail"], second.text
+            impatient.settimeout(0)
+            with pytest.raises(BlockingIOError):  # still running: no answer yet
+                impatient.recv(1)
+            impatient.close()
+            wait_for(lambda: not execs(docker_client, "one", server), 60, "the exec's container removed once its client left")
+            wait_for(lambda: c.post("/v1/exec", json={"image": "runner/base", "cmd": ["true"]}).status_code == 200, 30,
+                     "room for an exec again")
+    finally:
+        impatient.close()
 
 
 def test_an_exec_whose_client_leaves_before_its_container_starts_never_runs_on(start_server, data, policy_file,
@@ -122,7 +130,7 @@ def test_an_exec_whose_client_leaves_before_its_container_starts_never_runs_on(s
         with server.client(key) as c:  # its place is free again well before its 60 s would have run out
             wait_for(lambda: c.post("/v1/exec", json={"image": "runner/base", "cmd": ["true"]}).status_code == 200,
                      30, "room for an exec again")
-    wait_for(lambda: not execs(docker_client, "early"), 30, "no exec's container left")
+    wait_for(lambda: not execs(docker_client, "early", server), 30, "no exec's container left")
 
 
 def test_a_killed_servers_exec_is_removed_at_the_next_start(start_server, data, policy_file, docker_client):
@@ -137,10 +145,10 @@ def test_a_killed_servers_exec_is_removed_at_the_next_start(start_server, data, 
                 pass
     t = threading.Thread(target=run)
     t.start()
-    wait_for(lambda: execs(docker_client, "killed"), 30, "the exec's container")
+    wait_for(lambda: execs(docker_client, "killed", server), 30, "the exec's container")
     server.proc.kill()
     server.proc.wait()
     t.join(60)
-    assert execs(docker_client, "killed")  # left by the dead server until one starts again
+    assert execs(docker_client, "killed", server)  # left by the dead server until one starts again
     start_server("--data", str(data))
-    assert execs(docker_client, "killed") == []
+    assert execs(docker_client, "killed", server) == []

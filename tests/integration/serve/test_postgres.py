@@ -1,6 +1,8 @@
 """PostgreSQL by URL: two `runner serve` instances share tenants, sessions, keys and quotas."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from .conftest import add_tenant, fresh_minute, session_containers, tenants, wait_for
@@ -12,9 +14,12 @@ pytestmark = pytest.mark.usefixtures("no_leaks")
 @pytest.fixture
 def pg():
     server = Postgres().start()
+    with open(f"{server.dir}/data/postmaster.pid") as f:
+        postmaster = int(f.readline())
     yield server
     server.stop()
     assert server.proc.poll() is not None
+    assert not os.path.exists(f"/proc/{postmaster}"), "the stop left postgres running"
 
 
 def test_two_instances_share_state_through_postgresql(pg, start_server, data, policy_file, docker_client):
