@@ -100,6 +100,31 @@ class PolicyNow(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class SnapshotMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    name: str | None = None
+    size: int | None = Field(default=None, description="bytes")
+    processes: bool | None = Field(default=None, description="false: running processes were not captured")
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[SnapshotMeta] = Field(description="each with its size in bytes and age in seconds")
+
+
+class Forked(BaseModel):
+    sessions: list[str] = Field(description="the new sessions' ids, their sandboxes started")
+
+
+class VolumeInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class VolumeList(BaseModel):
+    volumes: list[VolumeInfo] = Field(description="each with its size and the sessions mounting it")
+
+
 class FileNames(BaseModel):
     names: list[str] = Field(description="the directory's names, sorted; a directory's ends with '/'")
 
@@ -116,9 +141,10 @@ class ExecOut(BaseModel):
 ERRORS = {
     401: "no valid API key (the answer has WWW-Authenticate: Bearer)",
     403: "a policy or image not granted to the tenant, or a protected path",
-    404: "no such session for this tenant, or no such file",
+    404: "no such session for this tenant, or no such file, snapshot or volume",
+    409: "not in a state to do it (a volume mounted, a session not paused or already paused)",
     410: "the session has ended",
-    413: "the request body is over the limit",
+    413: "the request body is over the limit, or a snapshot or volume over the tenant's bytes",
     422: "malformed JSON or fields, naming them",
     429: "over a quota (Retry-After says when to retry)",
     499: "the client went away; its command was stopped",

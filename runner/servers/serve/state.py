@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...controller import snapshots as S
 from . import tenants as T
+from .apidoc import SESSION, Forked, SnapshotList, SnapshotMeta, VolumeInfo, VolumeList, doc
 
 DEFAULT_QUOTA = S.Quota(count=int(os.environ.get("RUNNER_SERVE_MAX_SNAPSHOTS", "50")),
                         bytes=int(os.environ.get("RUNNER_SERVE_MAX_SNAPSHOT_BYTES", str(20 << 30))))
@@ -151,54 +152,60 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
         except S.SnapshotError as e:
             raise problem(409, str(e)) from None
 
-    @app.post("/v1/sessions/{sid}/pause", status_code=204)
+    @app.post("/v1/sessions/{sid}/pause", status_code=204,
+              **doc(None, {"description": "paused"}, *SESSION, 409, 429, status=204))
     async def pause(sid: str, grant: T.Grant = Depends(tenant)):
         """Freeze the session's sandbox (the engine's pause: no CPU); its next call resumes it."""
         await run(ops.pause, grant, sid)
         return Response(status_code=204)
 
-    @app.post("/v1/sessions/{sid}/resume", status_code=204)
+    @app.post("/v1/sessions/{sid}/resume", status_code=204,
+              **doc(None, {"description": "resumed"}, *SESSION, 409, 429, status=204))
     async def resume(sid: str, grant: T.Grant = Depends(tenant)):
         await run(ops.resume, grant, sid)
         return Response(status_code=204)
 
-    @app.post("/v1/sessions/{sid}/snapshots", status_code=201)
+    @app.post("/v1/sessions/{sid}/snapshots", status_code=201,
+              **doc(SnapshotIn, SnapshotMeta, *SESSION, 409, 413, 429, status=201))
     async def snapshot(sid: str, request: Request, grant: T.Grant = Depends(tenant)):
         """Snapshot the session now: its workspace, /tmp, env and cwd (not its processes: see
         the metadata's not_captured)."""
         body = await parse(request, SnapshotIn)
         return await run(ops.snapshot, grant, sid, body.name)
 
-    @app.get("/v1/snapshots")
+    @app.get("/v1/snapshots", **doc(None, SnapshotList, 429))
     async def list_snapshots(grant: T.Grant = Depends(tenant)):
         return {"snapshots": await run(lambda: ops.store(grant).list())}
 
-    @app.get("/v1/snapshots/{snap}")
+    @app.get("/v1/snapshots/{snap}", **doc(None, SnapshotMeta, 404, 429))
     async def show_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
         return await run(lambda: ops.store(grant).meta(snap))
 
-    @app.delete("/v1/snapshots/{snap}", status_code=204)
+    @app.delete("/v1/snapshots/{snap}", status_code=204,
+                **doc(None, {"description": "removed"}, 404, 409, 429, status=204))
     async def delete_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
         await run(lambda: ops.store(grant).remove(snap))
         return Response(status_code=204)
 
-    @app.post("/v1/sessions/{sid}/fork", status_code=201)
+    @app.post("/v1/sessions/{sid}/fork", status_code=201,
+              **doc(ForkIn, Forked, *SESSION, 409, 413, 429, status=201))
     async def fork(sid: str, request: Request, grant: T.Grant = Depends(tenant)):
         body = await parse(request, ForkIn)
         state.gate.session_op(grant)
         return {"sessions": await run(ops.fork, grant, sid, body.count)}
 
-    @app.post("/v1/volumes", status_code=201)
+    @app.post("/v1/volumes", status_code=201, **doc(VolumeIn, VolumeInfo, 409, 429, status=201))
     async def new_volume(request: Request, grant: T.Grant = Depends(tenant)):
         """A volume of the tenant's, outliving its sessions; mount it with POST /v1/sessions {"volumes": {NAME: /path}}."""
         body = await parse(request, VolumeIn)
         return await run(lambda: Volumes(state.sessions).create(grant.name, body.name))
 
-    @app.get("/v1/volumes")
+    @app.get("/v1/volumes", **doc(None, VolumeList, 429))
     async def list_volumes(grant: T.Grant = Depends(tenant)):
         return {"volumes": await run(lambda: Volumes(state.sessions).listing(grant.name))}
 
-    @app.delete("/v1/volumes/{name}", status_code=204)
+    @app.delete("/v1/volumes/{name}", status_code=204,
+                **doc(None, {"description": "removed"}, 404, 409, 429, status=204))
     async def delete_volume(name: str, grant: T.Grant = Depends(tenant)):
         await run(lambda: Volumes(state.sessions).remove(grant.name, name))
         return Response(status_code=204)
