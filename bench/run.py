@@ -204,6 +204,11 @@ GOALS = [  # (what, runner's key, baseline's key, goal as a ratio or an absolute
     ("fresh process: close()", "first_close", None, "<= 20 ms"),
     ("`runner session` start to first answer / that `docker run --rm`", "first_session", "first_docker_run", "-"),
     ("`runner --help` (python -c pass beside it)", "help", "python_floor", "<= 80 ms"),
+    ("Runner.pause() of an idle session", "state_pause", None, "<= 20 ms"),
+    ("Runner.resume()", "state_resume", None, "<= 20 ms"),
+    ("snapshot of a session with a 100 MiB workspace", "state_snapshot_100m", None, "<= 1 s"),
+    ("first call answered from a snapshot / a fresh Runner's", "state_first_call", "state_fresh", "<= 300 ms"),
+    ("fork x10 ready", "state_fork10", None, "<= 2 s"),
     ("  `runner exec --help`: argparse and one command's parser", "command_help", "python_floor", "-"),
 ]
 
@@ -274,7 +279,7 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=None, help="samples per docker measurement (default 20, quick 5)")
     ap.add_argument("--quick", action="store_true", help="a short run: fewer samples, 10 sessions, a 100 MB flood")
     ap.add_argument("--only", default="", help="comma-separated sections: "
-                    "first,exec,tty,tools,steps,api,custom,density,throughput,memory,peers,broker,serve,e2b")
+                    "first,exec,tty,tools,steps,api,custom,density,throughput,memory,peers,broker,serve,e2b,state")
     args = ap.parse_args()
     n = args.n or (5 if args.quick else 20)
     only = {x for x in args.only.split(",") if x}
@@ -306,7 +311,7 @@ def main() -> None:
         sections.extend(out)
         print(f"[bench] {name} took {time.monotonic() - t:.0f}s", file=sys.stderr, flush=True)
 
-    from bench import api, custom, first, flood, peers, scale, steps, tools, tty
+    from bench import api, custom, first, flood, peers, scale, state, steps, tools, tty
 
     step("first", lambda: first.first_section(n, results, IMAGE, workspace))
     step("exec", lambda: [("commands: runner vs raw docker and a local fork", exec_section(n, results), [])])
@@ -323,6 +328,7 @@ def main() -> None:
     from bench.broker import broker_section
 
     step("broker", lambda: broker_section(max(n, 20), results))
+    step("state", lambda: state.state_section(n, results))
     print_summary(results, load_before)
     for title, rows, notes in sections:
         print_table(title, rows, notes)

@@ -37,10 +37,10 @@ if TYPE_CHECKING:
 
 class RemoteRunner(ToolRunner):
     def __init__(self, url: str, key: str, policy: str | None = None, *, session: str | None = None,
-                 timeout: float = 600.0) -> None:
+                 timeout: float = 600.0, snapshot: str | None = None) -> None:
         """session: the id of an open session of this tenant to use (start() checks it is open);
-        else start() opens one under `policy` (the tenant's default when None). close() ends the
-        session either way; detach() leaves it open."""
+        else start() opens one under `policy` (the tenant's default when None), from `snapshot`
+        (one of the tenant's) when given. close() ends the session either way; detach() leaves it open."""
         self.url = url.rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -56,11 +56,14 @@ class RemoteRunner(ToolRunner):
         self._cancelled: set[str] = set()
         self._ids = 0
         self._closing = False
+        self.snapshot_id = snapshot  # the session starts from this snapshot of the tenant's
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> "RemoteRunner":
         if self.session_id is None:
             body = {"policy": self.policy} if self.policy else {}
+            if self.snapshot_id:
+                body["snapshot"] = self.snapshot_id
             self.session_id = self._request("POST", "/v1/sessions", body)["id"]
             self._checked, self._closing = True, False
         elif not self._checked:
@@ -68,6 +71,32 @@ class RemoteRunner(ToolRunner):
             self.policy = self.policy or info.get("policy")
             self._checked = True
         return self
+
+    # -- state: pause, resume, snapshots, forks -------------------------------------------
+    def pause(self) -> bool:
+        """As Runner.pause: the session's sandbox frozen until resume() or the next call."""
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/pause")
+        return True
+
+    def resume(self) -> bool:
+        self.start()
+        self._request("POST", f"/v1/sessions/{self.session_id}/resume")
+        return True
+
+    def snapshot(self, name: str | None = None) -> str:
+        """As Runner.snapshot: the id of a snapshot of the session taken now (the tenant's)."""
+        self.start()
+        return self._request("POST", f"/v1/sessions/{self.session_id}/snapshots", {"name": name})["id"]
+
+    def fork(self, n: int = 1) -> list["RemoteRunner"]:
+        """As Runner.fork: n new sessions from a snapshot of this one taken now, each a RemoteRunner."""
+        self.start()
+        ids = self._request("POST", f"/v1/sessions/{self.session_id}/fork", {"count": n})["sessions"]
+        out = []
+        for sid in ids:
+            out.append(RemoteRunner(self.url, self.key, self.policy, session=sid, timeout=self.timeout))
+        return out
 
     def close(self) -> None:
         """End the session (its sandbox and workspace are removed); a call under way ends at once."""

@@ -61,6 +61,9 @@ if [ "$(id -u)" = 0 ] && [ -r /sys/fs/cgroup/unified/cgroup.controllers ]; then
 fi
 if docker info >/dev/null 2>&1; then
   say "Docker engine answers: using it"
+  if [ "$(docker info --format '{{.ExperimentalBuild}}' 2>/dev/null)" != "true" ]; then
+    say "the engine runs without \"experimental\": true, so snapshots cannot checkpoint processes (docker checkpoint); add it to /etc/docker/daemon.json and restart dockerd to have them"
+  fi
 else
   [ "$(id -u)" = 0 ] || die "no Docker engine answers and starting one needs root: start dockerd (or Docker Desktop) yourself"
   command -v dockerd >/dev/null || die "dockerd is missing: apt-get install docker.io"
@@ -68,6 +71,17 @@ else
   # A pid file left by a dockerd that died with the last session would stop a new one.
   if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then rm -f /var/run/docker.pid; fi
   if ! pgrep -x containerd >/dev/null && [ -S /run/containerd/containerd.sock ]; then rm -f /run/containerd/containerd.sock; fi
+  # "experimental": docker checkpoint (a snapshot's processes, under gVisor) needs it; read at start only.
+  python3 - <<'PY'
+import json, os
+path = "/etc/docker/daemon.json"
+cfg = json.load(open(path)) if os.path.exists(path) and os.path.getsize(path) else {}
+if cfg.get("experimental") is not True:
+    cfg["experimental"] = True
+    os.makedirs("/etc/docker", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2)
+PY
   nohup setsid dockerd >>"$DOCKERD_LOG" 2>&1 </dev/null &
   for _ in $(seq 1 120); do
     docker info >/dev/null 2>&1 && break

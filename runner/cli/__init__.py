@@ -19,6 +19,7 @@ GROUPS = {  # runner GROUP COMMAND: the group's help
     "policy": "Show and check policies (presets in policies/, or YAML files).",
     "audit": "Read the audit log: one JSON line per tool call.",
     "tenants": "The tenants of `runner serve`: keys, grants and quotas.",
+    "snapshot": "List, show and remove the snapshots of sessions (`runner session --snapshot ID` starts from one).",
 }
 COMMANDS = []  # (group or None, name, function, arguments), in the order --help lists them
 
@@ -251,12 +252,61 @@ def call(a):
     return guarded(do_call, a.tool, a.args, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
 
 
-@command("session", *_runner_args())
+@command("session", *_runner_args(),
+         arg("--snapshot", help="start from this snapshot (`runner snapshot list`); the workspace must be empty"))
 def session(a):
     """JSON lines: one call {"id", "tool", "args"} per line on stdin, one result per line on stdout."""
     from .toolcalls import session as do_session
 
-    return guarded(do_session, a.workspace, a.executor, a.policy, a.protect or [], a.dialect)
+    return guarded(do_session, a.workspace, a.executor, a.policy, a.protect or [], a.dialect, a.snapshot)
+
+
+def _snapshot_args():
+    return (arg("--data", help="state directory (default $RUNNER_DATA, else ~/.local/share/runner)"),
+            arg("--tenant", help="a tenant of `runner serve` (default: local Runners' snapshots)"))
+
+
+def _snapshot_store(a):
+    from ..controller.snapshots import Store
+
+    if a.tenant:
+        from ..servers.serve.tenants import check_name
+
+        check_name(a.tenant)
+    return Store(a.data, a.tenant)
+
+
+@command("list", arg("--json", dest="json_out", action="store_true", help="JSON instead of a table"),
+         *_snapshot_args(), group="snapshot")
+def snapshot_list(a):
+    """The snapshots: id, size in bytes, age in seconds, session and name."""
+    import json
+
+    rows = guarded(lambda: _snapshot_store(a).list())
+    if a.json_out:
+        out(json.dumps(rows, indent=2))
+        return 0
+    out(f"{'ID':22} {'SIZE':>12} {'AGE(s)':>9}  {'SESSION':14} NAME")
+    for m in rows:
+        out(f"{m['id']:22} {m.get('size', 0):>12} {m['age']:>9.0f}  {m.get('session') or '-':14} {m.get('name') or ''}")
+    return 0
+
+
+@command("show", arg("id", help="a snapshot id"), *_snapshot_args(), group="snapshot")
+def snapshot_show(a):
+    """A snapshot's metadata (JSON): what it holds, and what it did not capture."""
+    import json
+
+    out(json.dumps(guarded(lambda: _snapshot_store(a).meta(a.id)), indent=2))
+    return 0
+
+
+@command("rm", arg("id", help="a snapshot id"), *_snapshot_args(), group="snapshot")
+def snapshot_rm(a):
+    """Remove a snapshot."""
+    guarded(lambda: _snapshot_store(a).remove(a.id))
+    err(f"runner: snapshot {a.id} removed")
+    return 0
 
 
 @command("mcp",
@@ -383,8 +433,8 @@ def images_list(a):
          arg("--host", "-H", help=HOST_HELP))
 def gc(a):
     """Remove what runner left behind: containers whose owner is gone or whose expiry has passed,
-    their egress networks and swarm services, and the agent-socket directories and result stores
-    of controllers that were killed."""
+    their egress networks and swarm services, the agent-socket directories and result stores
+    of controllers that were killed, and the snapshots they left unfinished."""
     from .maintenance import gc_steps
 
     verb = "would remove" if a.dry_run else "removed"
@@ -471,7 +521,12 @@ def _db_args():
          arg("--session-retention", type=float, default=7 * 86400.0,
              help="seconds an ended session's row is kept (then purged)"),
          arg("--max-session-ops-per-minute", type=int, default=120,
-             help="sessions a tenant may create and delete per minute (429 past it)"))
+             help="sessions a tenant may create and delete per minute (429 past it)"),
+         arg("--pause-after", type=float, default=0.0,
+             help="seconds idle after which a session's sandbox is paused, no CPU until its next call (0: never)"),
+         arg("--hibernate-after", type=float, default=0.0,
+             help="seconds idle after which a session's /tmp goes to disk and its sandbox is removed (its memory "
+                  "freed; its processes end); its next call gets them back on a fresh sandbox (0: never)"))
 def serve(a):
     """The multi-tenant HTTP service: sessions, tool calls, files and MCP at /mcp (API docs at /docs)."""
     main_ = _serve_module("main")
@@ -479,7 +534,8 @@ def serve(a):
                               max_lifetime=a.max_lifetime, max_body=a.max_body, tenant_calls=a.max_calls_per_tenant,
                               tenant_transfers=a.max_transfers_per_tenant, max_connections=a.max_connections,
                               header_timeout=a.header_timeout, keep_alive_timeout=a.keep_alive_timeout,
-                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute)
+                              session_retention=a.session_retention, session_ops=a.max_session_ops_per_minute,
+                              pause_after=a.pause_after, hibernate_after=a.hibernate_after)
     return guarded(main_.serve, opts)
 
 

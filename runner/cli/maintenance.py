@@ -18,11 +18,12 @@ def gc_steps(host: str | None = None) -> tuple:
     manager's services)."""
     from .. import backends
     from ..controller.piddirs import sweep_local
+    from ..controller.snapshots import sweep as sweep_snapshots
 
     def backend_step(name: str):
         return lambda dry_run: backends.config_class(name).collect_garbage(host, dry_run)
 
-    return (sweep_local, *(backend_step(n) for n in backends.names() if backends.config_class(n).collects_garbage()))
+    return (sweep_local, sweep_snapshots, *(backend_step(n) for n in backends.names() if backends.config_class(n).collects_garbage()))
 
 
 def doctor(host: str | None = None) -> list[tuple[str, str, str]]:

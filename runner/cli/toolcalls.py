@@ -89,7 +89,7 @@ def _call_of(n: int, line: bytes | None) -> tuple[Any, str, dict]:
 
 
 def session(workspace: str, executor: str | None, policy: str | None, protect: list[str],
-            dialect: str | None = None) -> int:
+            dialect: str | None = None, snapshot: str | None = None) -> int:
     """One JSON call per line in, one JSON result per line out, in order; one sandbox throughout.
     A line that is not a call (invalid, nested too deeply, too long) gets an error result; the
     session goes on."""
@@ -99,7 +99,7 @@ def session(workspace: str, executor: str | None, policy: str | None, protect: l
     from ..untrusted.printable import json_text
 
     out = sys.stdout
-    with make_runner(workspace, executor, policy, protect, dialect, warned=False) as r:
+    with make_runner(workspace, executor, policy, protect, dialect, warned=False, snapshot=snapshot) as r:
         require_engine(r)
         warn(r.warnings())
         for n, line in lines(sys.stdin.buffer, MAX_LINE_BYTES):

@@ -43,7 +43,7 @@ class Runner(ToolRunner):
                  preset: str | None = None, lifecycle: str | None = None, image: str | None = None,
                  runtime: str | None = None, overrides: dict[str, Any] | None = None, tenant: str | None = None,
                  egress_network: str | None = None, ssh: Any = None, backend: Any = None,
-                 dialect: str | None = None) -> None:
+                 dialect: str | None = None, snapshot: Any = None) -> None:
         from .. import backends
         from ..reporting.audit import AuditLog
         from ..policy import Policy, load
@@ -55,6 +55,12 @@ class Runner(ToolRunner):
         self.workspace = Path(os.path.realpath(Path(workspace).expanduser()))  # never raises on a loop
         if not self.workspace.is_dir():
             raise RunnerError(f"workspace {self.workspace} is not a directory")
+        restored = None
+        if snapshot is not None:  # the workspace filled first: the protected paths are found in it
+            from . import snapshots
+
+            restored = snapshots.lookup(snapshot, snapshots.Store(tenant=tenant))
+            snapshots.restore_workspace(restored, self.workspace)
         base = policy if isinstance(policy, Policy) else load(policy or "default")
         ov = dict(overrides or {})
         for key, value in (("sandbox.executor", executor), ("tools.preset", preset), ("sandbox.lifecycle", lifecycle),
@@ -82,6 +88,7 @@ class Runner(ToolRunner):
         # the sandboxes: where they are, the protected paths, one op at a time (runner/controller/session.py)
         self.session = Session(backends.Setting(self.workspace, self.policy, self.session_id, broker=self.broker,
                                                 on_egress=self._audit_egress), self.backend, self.sandbox_env)
+        self.session.restore_tmp = restored  # (its /tmp, in the first sandbox)
         self.placement = self.session.placement
         self.protected = self.session.protected
         self._custom = None  # custom.Catalog, described in the sandbox on first use
@@ -199,6 +206,57 @@ class Runner(ToolRunner):
     def _close_host(self) -> None:
         if self._host_exec is not None:
             self._host_exec.stop()
+
+    # -- state: pause, resume, snapshots, forks (runner/controller/snapshots.py) ---------
+    def pause(self) -> bool:
+        """Freeze the session's sandbox (the engine's pause: no CPU) until resume() or the next
+        call. False when no sandbox runs to freeze (per-call lifecycle, or none started yet)."""
+        with self._lock:
+            return self.session.pause()
+
+    def resume(self) -> bool:
+        """Thaw a paused session (a call does it too); False when it was not paused."""
+        with self._lock:
+            return self.session.resume()
+
+    def snapshot(self, name: str | None = None, *, store: Any = None) -> str:
+        """Snapshot the session now (workspace, /tmp, env and cwd): its id, for Runner(snapshot=ID)."""
+        from . import snapshots
+
+        return snapshots.take(self, store or snapshots.Store(tenant=self.policy.tenant), name)["id"]
+
+    def fork(self, n: int = 1, **kwargs: Any) -> list["Runner"]:
+        """n new Runners (started), each from a snapshot of this session taken now, on a new
+        workspace of its own under the data directory's forks/; kwargs as Runner's (the policy
+        is this one's unless given)."""
+        from . import snapshots
+
+        if not 1 <= n <= 100:
+            raise RunnerError("fork: n is 1 to 100")
+        store = snapshots.Store(tenant=self.policy.tenant)
+        sid = self.snapshot(f"fork of {self.session_id}", store=store)
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(ws) -> "Runner":
+            r = Runner(workspace=ws, snapshot=sid, **{"policy": self.policy, **kwargs})
+            try:
+                return r.start()
+            except BaseException:
+                r.close()
+                raise
+
+        try:  # made and started side by side: the engine creates their containers at once
+            with ThreadPoolExecutor(max_workers=min(n, 8), thread_name_prefix="runner-fork") as pool:
+                futures = [pool.submit(one, ws) for ws in snapshots.fork_workspaces(n, self.workspace)]
+            errors = [f.exception() for f in futures if f.exception() is not None]
+            out = [f.result() for f in futures if f.exception() is None]
+            if errors:
+                for r in out:
+                    r.close()
+                raise errors[0]
+        finally:  # (each fork took it at its start)
+            store.remove(sid)
+        return out
 
     # -- tools --------------------------------------------------------------------------
     def tools(self) -> "list[ToolSpec]":
@@ -596,12 +654,16 @@ def open_tty(path: str = "/dev/tty"):
 
 
 def make_runner(workspace: str, executor: str | None, policy: str | None, protect: list[str],
-                dialect: str | None = None, *, warned: bool = True, one_call: bool = False):
+                dialect: str | None = None, *, warned: bool = True, one_call: bool = False,
+                snapshot: str | None = None):
     """The Runner of a command that runs tools. warned: its warnings (warn) said now, else the
     caller says them once the engine answered (an engine that does not is one line alone).
     one_call: it makes one call and ends (`runner call`): one sandbox, told so (per-call, no warm
-    pool), whatever the policy's lifecycle; the same call either way."""
+    pool), whatever the policy's lifecycle; the same call either way. snapshot: the session
+    starts from it (an empty workspace)."""
     kw: dict[str, Any] = {"lifecycle": "per-call", "pool_size": 0} if one_call else {}
+    if snapshot:
+        kw["snapshot"] = snapshot
     r = Runner(executor=executor, workspace=workspace, policy=policy, protect=protect, dialect=dialect, **kw)
     if warned:
         try:

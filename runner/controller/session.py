@@ -40,6 +40,9 @@ class Session:
         self._busy_id: Optional[str] = None  # the call id of the op running now, from before its sandbox is had
         self._cancelled: set[str] = set()  # call ids cancelled (cancel()) and not yet forgotten
         self._lock = threading.RLock()
+        self.paused: Optional[Sandbox] = None  # the sandbox pause() froze (runner/controller/snapshots.py)
+        self.restore_tmp = None  # a snapshot's directory whose /tmp the next fresh sandbox gets
+        self.after_restore: Optional[Callable[[], None]] = None  # called once that /tmp is in a sandbox
 
     # -- the facts ------------------------------------------------------------------------
     @property
@@ -70,8 +73,57 @@ class Session:
                     size = 2 if self.lifecycle == "per-call" else 0
                 self._pool = SandboxPool(self.make_sandbox, size)
                 if self.lifecycle == "per-session":
-                    self._sandbox = self._pool.get()
+                    self._sandbox = self._fresh(self._pool.get())
         return self
+
+    def _fresh(self, sandbox: Sandbox) -> Sandbox:
+        """A sandbox just taken from the pool, given a snapshot's /tmp when one waits for it."""
+        if self.restore_tmp is not None:
+            from . import snapshots
+
+            snap, self.restore_tmp = self.restore_tmp, None
+            try:
+                snapshots.restore_tmp(sandbox, snap)
+            except BaseException:
+                sandbox.close()
+                raise
+            done, self.after_restore = self.after_restore, None
+            if done is not None:
+                done()
+        return sandbox
+
+    # -- pause and resume (the engine's pause: runner/controller/snapshots.py) -------------
+    def live_sandbox(self) -> Optional[Sandbox]:
+        """The session's own sandbox when one runs now (per-session lifecycle), else None."""
+        with self._lock:
+            sb = self._sandbox
+            return sb if sb is not None and sb.alive else None
+
+    def pause(self) -> bool:
+        """Freeze the session's sandbox: its processes get no CPU until resume() or the next op.
+        False when no sandbox runs to freeze (per-call lifecycle, or none started yet)."""
+        from . import snapshots
+
+        with self._lock:
+            if self.paused is not None:
+                return True
+            sb = self.live_sandbox()
+            if sb is None:
+                return False
+            snapshots.freeze(sb)
+            self.paused = sb
+            return True
+
+    def resume(self) -> bool:
+        """Thaw what pause() froze; False when nothing was paused."""
+        from . import snapshots
+
+        with self._lock:
+            sb, self.paused = self.paused, None
+            if sb is None:
+                return False
+            snapshots.thaw(sb)
+            return True
 
     def close_steps(self, wait: bool = True) -> list[Callable[[], None]]:
         """The steps of closing, in order (the Runner runs each even when an interrupt hits one).
@@ -84,6 +136,11 @@ class Session:
             step()
 
     def _close_sandbox(self, wait: bool = True) -> None:
+        if self.paused is not None:  # thawed first: a frozen agent would not hear its shutdown
+            try:
+                self.resume()
+            except Exception:
+                self.paused = None  # (the engine removes a paused container all the same)
         if self._sandbox is not None:
             self._sandbox.close(background=not wait)
             self._sandbox = None
@@ -140,7 +197,7 @@ class Session:
                         died = old.dead or "it ended after the previous call"
                 if died is None:
                     if self._sandbox is None:
-                        self._sandbox = self._pool.get()
+                        self._sandbox = self._fresh(self._pool.get())
                     return self._sandbox
         except Exception as e:
             raise NoSandbox(f"could not start a sandbox: {e}") from e
@@ -150,7 +207,9 @@ class Session:
             on_output: Callable[[str], None] | None = None) -> dict:
         """One agent op (a tool, or custom_describe/custom_run) in a sandbox: its raw result
         message. Raises NoSandbox, or SandboxDied (the sandbox is closed; the next op gets a
-        fresh one)."""
+        fresh one). A paused session is resumed first."""
+        if self.paused is not None:
+            self.resume()
         with self._lock:
             if call_id in self._cancelled:
                 raise SandboxDied("the call was cancelled before it ran")

@@ -72,6 +72,10 @@ class Problem(RunnerError):
 class NewSession(BaseModel):
     model_config = ConfigDict(extra="forbid")
     policy: str | None = Field(default=None, max_length=200, description="one of the tenant's granted policies")
+    snapshot: str | None = Field(default=None, max_length=64, description="one of the tenant's snapshots: the "
+                                 "session starts from it (GET /v1/snapshots)")
+    volumes: dict[str, str] | None = Field(default=None, max_length=16, description="the tenant's volumes to mount: "
+                                           "{NAME: /path} read-write, or /path:ro")
 
 
 class CallIn(BaseModel):
@@ -156,6 +160,10 @@ def create_app(state: State) -> FastAPI:
         except Gone as e:
             raise Problem(410, str(e)) from None
 
+    from .state import register
+
+    ops = register(app, state, tenant=tenant, working=working, live_of=live_of, problem=Problem)
+
     @app.get("/v1/health")
     async def health():
         from sqlalchemy import text
@@ -200,6 +208,8 @@ def create_app(state: State) -> FastAPI:
         name = body.policy or grant.default_policy
         _granted_policy(grant, name)
         state.gate.session_op(grant)
+        if body.snapshot is not None or body.volumes:  # (runner/servers/serve/state.py)
+            return {"id": await ops.run(ops.new_session, grant, name, body.snapshot, body.volumes), "policy": name}
         try:
             sid = await blocking(state.sessions.create, grant, name)
         except Full as e:

@@ -34,6 +34,8 @@ class ServeOptions:
     keep_alive_timeout: float = 5.0
     session_retention: float = 7 * 86400.0  # an ended session's row is purged after this
     session_ops: int = 120  # sessions one tenant may create and delete per minute
+    pause_after: float = 0.0  # seconds idle after which a session's sandbox is paused (0: never; serve/state.py)
+    hibernate_after: float = 0.0  # seconds idle after which its /tmp goes to disk and its sandbox is removed
 
 
 DESCRIPTORS_BESIDES = 256  # open files the server needs besides its connections (engine, database, files)
@@ -76,6 +78,8 @@ def build(opts: ServeOptions):
                     threads=anyio.CapacityLimiter(opts.threads), quick=anyio.CapacityLimiter(QUICK_THREADS),
                     tenant_calls=opts.tenant_calls, tenant_transfers=opts.tenant_transfers, session_ops=opts.session_ops)
     state.extra["networks"] = nets
+    state.extra["pause_after"] = opts.pause_after
+    state.extra["hibernate_after"] = opts.hibernate_after
     try:
         from .mcp import McpEndpoint
     except ImportError:
@@ -104,6 +108,14 @@ async def _reaper(state) -> None:
         await anyio.sleep(REAP_EVERY)
         try:
             await anyio.to_thread.run_sync(state.sessions.reap_once)
+            if state.extra.get("pause_after"):
+                from .state import pause_idle
+
+                await anyio.to_thread.run_sync(pause_idle, state)
+            if state.extra.get("hibernate_after"):
+                from .state import hibernate_idle
+
+                await anyio.to_thread.run_sync(hibernate_idle, state)
             if anyio.current_time() - purged >= min(PURGE_EVERY, state.sessions.limits.retention):
                 purged = anyio.current_time()
                 await anyio.to_thread.run_sync(state.sessions.purge_ended)

@@ -84,6 +84,7 @@ class Sessions:
         self.admission = threading.Lock()
         self.held: collections.Counter[tuple[str, str]] = collections.Counter()  # (tenant, "mcp" | "exec") here
         self.unremoved: dict[Path, float] = {}  # workspaces a removal left, and when to try again
+        self.pending_tmp: dict[str, Path] = {}  # sessions made from a snapshot: its /tmp, for their first sandbox
 
     # -- places -----------------------------------------------------------------------
     def workspace(self, tenant: str, sid: str) -> Path:
@@ -162,7 +163,17 @@ class Sessions:
         if not ws.is_dir():
             raise Gone(f"session {row.id}'s workspace is gone: start a new session")
         net = self.tenant_network(grant.name, source) if self.tenant_network else None
-        return Runner(workspace=ws, policy=source, session=row.id, tenant=grant.name, egress_network=net)
+        from .volumes import Volumes
+
+        policy = Volumes(self).policy_for(grant.name, row.id, source)  # (its volumes mounted, if any)
+        r = Runner(workspace=ws, policy=policy, session=row.id, tenant=grant.name, egress_network=net)
+        r.session.restore_tmp = self.pending_tmp.pop(row.id, None)  # (serve/state.py: made from a snapshot)
+        from .state import hibernated_dir
+
+        if r.session.restore_tmp is None and (hibernated_dir(self.data, row.id) / "tmp.tar").is_file():
+            r.session.restore_tmp = hibernated_dir(self.data, row.id)  # (hibernated: its /tmp, kept on disk)
+            r.session.after_restore = lambda: remove_tree(hibernated_dir(self.data, row.id))
+        return r
 
     def use(self, grant: Grant, sid: str) -> Live:
         """This instance's Runner of the session (made here if another instance or a previous
@@ -212,6 +223,8 @@ class Sessions:
         if live is not None:  # first: a call queued behind the running one, whose turn comes as its
             live.closed = True  # sandbox goes, must find the session ended, not start a new sandbox
         remove_containers({"runner.session": sid})
+        self.pending_tmp.pop(sid, None)
+        remove_tree(self.data / "hibernated" / sid)
         self._drop(sid)
         self.remove_workspace(self.workspace(tenant, sid))
 
@@ -314,6 +327,7 @@ class Sessions:
         for sid, (tenant, state) in rows.items():
             if state != "open":
                 self.remove_workspace(self.workspace(tenant, sid))
+                remove_tree(self.data / "hibernated" / sid)  # (a hibernated session that ended meanwhile)
         self.remove_gone_tenants()
         self.remove_dead_mcp_workspaces()
         return removed
@@ -345,6 +359,14 @@ class Sessions:
             return
         for name in names - present(self.db, names):
             self.remove_workspace(top / name)
+        for kept in ("snapshots", "volumes"):  # and their snapshots and volumes (`-`: local Runners', no tenant's)
+            top = self.data / kept
+            try:
+                names = {p.name for p in top.iterdir()} - {"-"}
+            except OSError:
+                continue
+            for name in names - present(self.db, names):
+                self.remove_workspace(top / name)
 
     def close_all_live(self) -> None:
         """Shutdown: this instance's Runners and execs go (their sessions stay open, for the next start)."""
