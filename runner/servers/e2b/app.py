@@ -529,6 +529,37 @@ def rest_app(e2b: E2B):
         s.audit("snapshot", {"snapshot": meta["id"]})
         return JSONResponse({"snapshotID": meta["id"], "names": [name] if name else []}, status_code=201)
 
+    @app.get("/snapshots")
+    async def list_snapshots(request: Request):
+        """The tenant's snapshots taken through E2B (its /v1 snapshots stay /v1's), oldest first,
+        paged by nextToken as the sandboxes' list is."""
+        grant = await tenant(request)
+        q = request.query_params
+        try:
+            limit = max(1, min(int(q.get("limit") or 100), 100))
+        except ValueError:
+            raise Err(400, "limit must be a whole number") from None
+        metas = await anyio.to_thread.run_sync(store(grant).list, limiter=state.quick)
+        rows = [m for m in metas if m.get("e2b") and (not q.get("sandboxID") or m.get("session") == q.get("sandboxID"))
+                and (not q.get("name") or m.get("name") == q.get("name"))]
+        start = next((i + 1 for i, m in enumerate(rows) if m["id"] == q.get("nextToken")), 0) if q.get("nextToken") else 0
+        page = rows[start:start + limit]
+        headers = {"x-next-token": page[-1]["id"]} if start + len(page) < len(rows) else {}
+        return JSONResponse([{"snapshotID": m["id"], "names": [m["name"]] if m.get("name") else []} for m in page],
+                            headers=headers)
+
+    @app.delete("/templates/{template}", status_code=204)
+    async def delete_snapshot(template: str, request: Request):
+        """A snapshot of the tenant's removed (E2B's delete_snapshot); another's, or none: 404."""
+        from ...controller import snapshots as S
+
+        grant = await tenant(request)
+        try:
+            await anyio.to_thread.run_sync(store(grant).remove, template, limiter=state.quick)
+        except S.NoSnapshot:
+            raise Err(404, f"template {template[:80]!r} not found") from None
+        return Response(status_code=204)
+
     @app.post("/sandboxes/{sid}/fork", status_code=201)
     async def fork(sid: str, request: Request):
         """count new sandboxes, each from a snapshot of this one taken now (removed once they
