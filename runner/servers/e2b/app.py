@@ -60,7 +60,8 @@ class E2B:
             self.sandboxes.pop(sbx.id, None)
         sbx.audit("kill", {"sandbox": sbx.id, "why": why})
         try:
-            X.resume(sbx)  # (a frozen container is thawed before it is stopped)
+            if sbx.paused and not sbx.cold:
+                X.resume(sbx)  # (a frozen container is thawed before it is stopped)
         except Exception:
             pass
         sbx.close()
@@ -82,8 +83,8 @@ class E2B:
             for s in due:
                 try:
                     if s.on_timeout == "pause":  # (E2B's autoPause: it stays, frozen, until connect or kill)
-                        X.pause(s)
-                        s.audit("pause", {"why": "timeout"})
+                        X.pause(s, s.pause_memory)
+                        s.audit("pause", {"why": "timeout", "memory": s.pause_memory})
                     else:
                         self.kill(s, "timeout")
                 except Exception:
@@ -363,6 +364,7 @@ def rest_app(e2b: E2B):
         s.grant = grant
         s.timeout = timeout
         s.on_timeout = "pause" if b.get("autoPause") else "kill"
+        s.pause_memory = b.get("autoPauseMemory") is not False
         ar = b.get("autoResume")
         s.auto_resume = bool(isinstance(ar, dict) and ar.get("enabled")) and s.on_timeout == "pause"
         try:
@@ -483,14 +485,16 @@ def rest_app(e2b: E2B):
 
     @app.post("/sandboxes/{sid}/pause", status_code=204)
     async def pause(sid: str, request: Request):
-        """The engine's pause (cgroup freezer): its processes and memory stay, frozen; 409 when
-        paused already. E2B's memory=false (filesystem only) is the same pause here."""
+        """The engine's pause (cgroup freezer): its processes and memory stay, frozen; with
+        memory false (filesystem only) its container is removed, its home and /tmp kept, and a
+        resume boots a new one (its processes ended). 409 when paused already."""
         grant = await tenant(request)
         s = mine(grant, sid)
+        memory = (await body(request)).get("memory", True) is not False
         with state.gate.slot(grant):
-            if not await anyio.to_thread.run_sync(X.pause, s, limiter=state.threads):
+            if not await anyio.to_thread.run_sync(X.pause, s, memory, limiter=state.threads):
                 raise Err(409, f"sandbox {sid[:60]} is paused already")
-        s.audit("pause", {"memory": (await body(request)).get("memory", True)})
+        s.audit("pause", {"memory": memory})
         return Response(status_code=204)
 
     def store(grant):
