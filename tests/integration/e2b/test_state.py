@@ -169,3 +169,36 @@ def test_snapshot_quota_of_the_tenant(tmp_path, start_server, monkeypatch):
             sbx.fork()  # a fork takes a snapshot too
     finally:
         sbx.kill()
+
+
+def test_filesystem_only_pause_frees_the_container_and_keeps_home_and_tmp(as_tenant, docker_client):
+    from e2b import Sandbox, SandboxState
+
+    sbx = Sandbox.create("base", timeout=120, secure=True)
+    try:
+        sbx.files.write("/home/user/m.txt", "persisted")
+        sbx.commands.run("echo t > /tmp/t.txt")
+        bg = sbx.commands.run("sleep 600", background=True)
+        assert sbx.pause(keep_memory=False)
+        assert e2b_containers(docker_client, sbx.sandbox_id) == []  # its memory freed: no container
+        assert sbx.get_info().state == SandboxState.PAUSED
+        assert not sbx.is_running()
+        same = sbx.connect()
+        assert same.sandbox_id == sbx.sandbox_id
+        assert len(e2b_containers(docker_client, sbx.sandbox_id)) == 1
+        assert sbx.files.read("/home/user/m.txt") == "persisted"  # its access token still holds
+        assert sbx.commands.run("cat /tmp/t.txt").stdout == "t\n"
+        assert bg.pid not in [p.pid for p in sbx.commands.list()]  # a cold boot: its processes ended
+    finally:
+        sbx.kill()
+    assert e2b_containers(docker_client, sbx.sandbox_id) == []
+
+
+def test_filesystem_only_paused_sandbox_killed_starts_nothing(as_tenant, docker_client):
+    from e2b import Sandbox
+
+    sbx = Sandbox.create("base")
+    sbx.pause(keep_memory=False)
+    sbx.kill()
+    assert e2b_containers(docker_client, sbx.sandbox_id) == []
+    assert Sandbox.list().next_items() == []
