@@ -24,6 +24,7 @@ def _wait_state(sbx, state, deadline_s: float = 60.0) -> None:
 
 def test_pause_freezes_and_connect_resumes_with_processes(as_tenant, docker_client):
     from e2b import Sandbox, SandboxQuery, SandboxState
+    from e2b.exceptions import TimeoutException
 
     sbx = Sandbox.create("base", timeout=120)
     try:
@@ -34,7 +35,7 @@ def test_pause_freezes_and_connect_resumes_with_processes(as_tenant, docker_clie
         assert not sbx.is_running()
         assert sbx.get_info().state == SandboxState.PAUSED
         assert sbx.pause() is False  # paused already (409)
-        with pytest.raises(Exception):
+        with pytest.raises(TimeoutException):  # (the SDK's reading of E2B's 502: not running)
             sbx.files.read("/home/user/kept.txt")  # no auto-resume: envd is not there while paused
         listed = Sandbox.list(query=SandboxQuery(state=[SandboxState.PAUSED])).next_items()
         assert [s.state for s in listed if s.sandbox_id == sbx.sandbox_id] == [SandboxState.PAUSED]
