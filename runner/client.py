@@ -54,6 +54,7 @@ class RemoteRunner(ToolRunner):
         self.sandbox = sandbox
         self.timeout = timeout
         self.snapshot_id = snapshot  # a session it opens starts from this snapshot of the tenant's
+
         self.session_id: str | None = session
         self.note: str | None = None
         self._checked = False  # the session given was found open
@@ -62,6 +63,7 @@ class RemoteRunner(ToolRunner):
         self._cancelled: set[str] = set()
         self._ids = 0
         self._closing = False
+
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> "RemoteRunner":
@@ -101,9 +103,7 @@ class RemoteRunner(ToolRunner):
         ids = self._request("POST", f"/v1/sessions/{self.session_id}/fork", {"count": n})["sessions"]
         out = []
         for sid in ids:
-            r = RemoteRunner(self.url, self.key, self.policy, timeout=self.timeout)
-            r.session_id = sid
-            out.append(r)
+            out.append(RemoteRunner(self.url, self.key, self.policy, session=sid, timeout=self.timeout))
         return out
 
     def close(self) -> None:

@@ -59,17 +59,34 @@ class E2B:
         with self.lock:
             self.sandboxes.pop(sbx.id, None)
         sbx.audit("kill", {"sandbox": sbx.id, "why": why})
+        try:
+            if sbx.paused and not sbx.cold:
+                X.resume(sbx)  # (a frozen container is thawed before it is stopped)
+        except Exception:
+            pass
         sbx.close()
         self.state.sessions.remove_workspace(sbx.workspace.parent)
+
+    def resumed(self, sbx: X.Sandbox) -> bool:
+        """Resume a paused sandbox (connect, or traffic when it resumes on it): it runs its timeout again."""
+        if not X.resume(sbx):
+            return False
+        sbx.end_at = max(sbx.end_at, time.time() + sbx.timeout)
+        sbx.audit("resume", {})
+        return True
 
     def _reap(self) -> None:
         while not self._stop.wait(GRACE):
             now = time.time()
             with self.lock:
-                due = [s for s in self.sandboxes.values() if s.end_at <= now]
+                due = [s for s in self.sandboxes.values() if s.end_at <= now and not s.paused]
             for s in due:
                 try:
-                    self.kill(s, "timeout")
+                    if s.on_timeout == "pause":  # (E2B's autoPause: it stays, frozen, until connect or kill)
+                        X.pause(s, s.pause_memory)
+                        s.audit("pause", {"why": "timeout", "memory": s.pause_memory})
+                    else:
+                        self.kill(s, "timeout")
                 except Exception:
                     pass
 
@@ -151,6 +168,11 @@ class E2B:
         if sbx is None:  # (what E2B's proxy answers for a sandbox that is not there: the SDK reads 502 so)
             return await JSONResponse({"code": 502, "message": f"sandbox {sid[:60]} not found"},
                                       status_code=502)(scope, receive, send)
+        if sbx.paused:  # (E2B's proxy: a paused sandbox answers as one not there, unless it resumes on traffic)
+            if not sbx.auto_resume:
+                return await JSONResponse({"code": 502, "message": f"sandbox {sid[:60]} is paused"},
+                                          status_code=502)(scope, receive, send)
+            await anyio.to_thread.run_sync(self.resumed, sbx)
         if sbx.secure and not signed:
             token = header(scope, "x-access-token") or ""
             if not hmac.compare_digest(token.encode(), sbx.access_token.encode()):
@@ -298,7 +320,7 @@ def rest_app(e2b: E2B):
         lim = s.limits
         out = {"templateID": s.template, "sandboxID": s.id, "clientID": s.client_id, "startedAt": _iso(s.started_at),
                "endAt": _iso(s.end_at), "cpuCount": int(max(1, (lim.cpus if lim and lim.cpus else 1))),
-               "memoryMB": int(_mb(lim.memory if lim else None)), "diskSizeMB": 0, "state": "running",
+               "memoryMB": int(_mb(lim.memory if lim else None)), "diskSizeMB": 0, "state": "paused" if s.paused else "running",
                "envdVersion": X.ENVD_VERSION, "metadata": dict(s.metadata)}
         if detail:
             if s.secure:
@@ -309,11 +331,21 @@ def rest_app(e2b: E2B):
     @app.post("/sandboxes", status_code=201)
     async def create(request: Request):
         grant = await tenant(request)
-        b = await body(request)
+        s = await make(grant, await body(request))
+        return JSONResponse(sandbox_json(s), status_code=201)
+
+    async def make(grant, b: dict) -> X.Sandbox:
         template = b.get("templateID")
         if not isinstance(template, str) or not template:
             raise Err(400, "templateID is required")
-        image = image_of(grant, template)
+        from ...controller.snapshots import ID_PREFIX
+
+        snap = None
+        if template.startswith(ID_PREFIX):  # a snapshot of the tenant's (E2B: a snapshot is a template)
+            snap = await anyio.to_thread.run_sync(snapshot_dir, grant, template, limiter=state.quick)
+            image = image_of(grant, snap[1].get("image") or "base")
+        else:
+            image = image_of(grant, template)
         timeout = b.get("timeout", 15)
         if not isinstance(timeout, int) or timeout < 0:
             raise Err(400, "timeout must be a whole number of seconds")
@@ -330,9 +362,15 @@ def rest_app(e2b: E2B):
                           _home, state.data, grant.name, limiter=state.quick),
                       release=release)
         s.grant = grant
+        s.timeout = timeout
+        s.on_timeout = "pause" if b.get("autoPause") else "kill"
+        s.pause_memory = b.get("autoPauseMemory") is not False
+        ar = b.get("autoResume")
+        s.auto_resume = bool(isinstance(ar, dict) and ar.get("enabled")) and s.on_timeout == "pause"
         try:
             with state.gate.slot(grant):
-                await anyio.to_thread.run_sync(X.start, s, grant, image, state.data, limiter=state.threads)
+                await anyio.to_thread.run_sync(X.start, s, grant, image, state.data, snap and snap[0],
+                                               limiter=state.threads)
         except BaseException as e:
             await anyio.to_thread.run_sync(_discard, e2b, s)
             if isinstance(e, Exception):
@@ -341,7 +379,7 @@ def rest_app(e2b: E2B):
         with e2b.lock:
             e2b.sandboxes[sid] = s
         s.audit("create", {"template": template, "timeout": timeout, "secure": s.secure})
-        return JSONResponse(sandbox_json(s), status_code=201)
+        return s
 
     def matches(s: X.Sandbox, query: str | None) -> bool:
         if not query:
@@ -368,7 +406,8 @@ def rest_app(e2b: E2B):
         except ValueError:
             raise Err(400, "limit must be a whole number") from None
         nextToken = q.get("nextToken")  # noqa: N806 (E2B's name)
-        rows = sorted((s for s in e2b.listing(grant.name) if matches(s, q.get("metadata")) and "running" in wanted
+        rows = sorted((s for s in e2b.listing(grant.name) if matches(s, q.get("metadata"))
+                       and ("paused" if s.paused else "running") in wanted
                        and (after is None or round(s.started_at * 1e6) >= round(after * 1e6)) and (not template or s.template == template)),
                       key=lambda s: (s.started_at, s.id), reverse=q.get("order", "desc") != "asc")
         start = 0
@@ -416,13 +455,143 @@ def rest_app(e2b: E2B):
 
     @app.post("/sandboxes/{sid}/connect")
     async def connect(sid: str, request: Request):
+        """Connect to a sandbox, resuming it when paused (201 then, 200 when it was running)."""
         grant = await tenant(request)
         s = mine(grant, sid)
         t = (await body(request)).get("timeout")
         if isinstance(t, int) and t >= 0:
+            s.timeout = t if s.paused else s.timeout
             s.end_at = max(s.end_at, time.time() + t)
+        with state.gate.slot(grant):
+            was = await anyio.to_thread.run_sync(e2b.resumed, s, limiter=state.threads)
         s.audit("connect", {"timeout": t})
-        return JSONResponse(sandbox_json(s), status_code=200)
+        return JSONResponse(sandbox_json(s), status_code=201 if was else 200)
+
+    @app.post("/sandboxes/{sid}/resume", status_code=201)
+    async def resume(sid: str, request: Request):
+        """E2B's older resume: 409 when it runs."""
+        grant = await tenant(request)
+        s = mine(grant, sid)
+        b = await body(request)
+        t = b.get("timeout")
+        if isinstance(t, int) and t >= 0:
+            s.timeout = t
+        if b.get("autoPause") is not None:
+            s.on_timeout = "pause" if b.get("autoPause") else "kill"
+        with state.gate.slot(grant):
+            if not await anyio.to_thread.run_sync(e2b.resumed, s, limiter=state.threads):
+                raise Err(409, f"sandbox {sid[:60]} is running")
+        return JSONResponse(sandbox_json(s), status_code=201)
+
+    @app.post("/sandboxes/{sid}/pause", status_code=204)
+    async def pause(sid: str, request: Request):
+        """The engine's pause (cgroup freezer): its processes and memory stay, frozen; with
+        memory false (filesystem only) its container is removed, its home and /tmp kept, and a
+        resume boots a new one (its processes ended). 409 when paused already."""
+        grant = await tenant(request)
+        s = mine(grant, sid)
+        memory = (await body(request)).get("memory", True) is not False
+        with state.gate.slot(grant):
+            if not await anyio.to_thread.run_sync(X.pause, s, memory, limiter=state.threads):
+                raise Err(409, f"sandbox {sid[:60]} is paused already")
+        s.audit("pause", {"memory": memory})
+        return Response(status_code=204)
+
+    def store(grant):
+        from ..serve.state import StateOps
+
+        return StateOps(state).store(grant)
+
+    def snapshot_dir(grant, snap_id: str):
+        from ...controller import snapshots as S
+
+        st = store(grant)
+        try:
+            return S.lookup(snap_id, st), st.meta(snap_id)
+        except S.SnapshotError:
+            raise Err(404, f"template {snap_id[:80]!r} not found") from None
+
+    async def take(grant, s: X.Sandbox, name: str | None) -> dict:
+        from ...controller import snapshots as S
+
+        try:
+            with state.gate.slot(grant):
+                return await anyio.to_thread.run_sync(X.snapshot, s, store(grant), name, limiter=state.threads)
+        except S.OverQuota as e:
+            raise Err(e.status, str(e)) from None
+
+    @app.post("/sandboxes/{sid}/snapshots", status_code=201)
+    async def new_snapshot(sid: str, request: Request):
+        """A snapshot of the sandbox (the tenant's snapshot store and quota, as /v1's): its id is a
+        template a new sandbox starts from."""
+        grant = await tenant(request)
+        s = mine(grant, sid)
+        name = (await body(request)).get("name")
+        if name is not None and not isinstance(name, str):
+            raise Err(400, "name must be a string")
+        meta = await take(grant, s, name)
+        s.audit("snapshot", {"snapshot": meta["id"]})
+        return JSONResponse({"snapshotID": meta["id"], "names": [name] if name else []}, status_code=201)
+
+    @app.get("/snapshots")
+    async def list_snapshots(request: Request):
+        """The tenant's snapshots taken through E2B (its /v1 snapshots stay /v1's), oldest first,
+        paged by nextToken as the sandboxes' list is."""
+        grant = await tenant(request)
+        q = request.query_params
+        try:
+            limit = max(1, min(int(q.get("limit") or 100), 100))
+        except ValueError:
+            raise Err(400, "limit must be a whole number") from None
+        metas = await anyio.to_thread.run_sync(store(grant).list, limiter=state.quick)
+        rows = [m for m in metas if m.get("e2b") and (not q.get("sandboxID") or m.get("session") == q.get("sandboxID"))
+                and (not q.get("name") or m.get("name") == q.get("name"))]
+        start = next((i + 1 for i, m in enumerate(rows) if m["id"] == q.get("nextToken")), 0) if q.get("nextToken") else 0
+        page = rows[start:start + limit]
+        headers = {"x-next-token": page[-1]["id"]} if start + len(page) < len(rows) else {}
+        return JSONResponse([{"snapshotID": m["id"], "names": [m["name"]] if m.get("name") else []} for m in page],
+                            headers=headers)
+
+    @app.delete("/templates/{template}", status_code=204)
+    async def delete_snapshot(template: str, request: Request):
+        """A snapshot of the tenant's removed (E2B's delete_snapshot); another's, or none: 404."""
+        from ...controller import snapshots as S
+
+        grant = await tenant(request)
+        try:
+            await anyio.to_thread.run_sync(store(grant).remove, template, limiter=state.quick)
+        except S.NoSnapshot:
+            raise Err(404, f"template {template[:80]!r} not found") from None
+        return Response(status_code=204)
+
+    @app.post("/sandboxes/{sid}/fork", status_code=201)
+    async def fork(sid: str, request: Request):
+        """count new sandboxes, each from a snapshot of this one taken now (removed once they
+        started): its home and /tmp; not its processes."""
+        grant = await tenant(request)
+        s = mine(grant, sid)
+        b = await body(request)
+        count, timeout = b.get("count", 1), b.get("timeout", s.timeout)
+        if not isinstance(count, int) or not 1 <= count <= 100:
+            raise Err(400, "count is 1 to 100")
+        if not isinstance(timeout, int) or timeout < 0:
+            raise Err(400, "timeout must be a whole number of seconds")
+        meta = await take(grant, s, f"fork of {s.id}")
+        try:
+            out = []
+            for _ in range(count):
+                try:
+                    child = await make(grant, {"templateID": meta["id"], "timeout": timeout,
+                                               "metadata": dict(s.metadata), "envVars": dict(s.envs),
+                                               "secure": s.secure})
+                    child.template = s.template
+                    out.append({"sandbox": sandbox_json(child)})
+                except Err as e:
+                    out.append({"error": {"code": e.code, "message": e.message}})
+        finally:
+            await anyio.to_thread.run_sync(store(grant).remove, meta["id"], limiter=state.quick)
+        s.audit("fork", {"count": count})
+        return JSONResponse(out, status_code=201)
 
     @app.get("/sandboxes/{sid}/metrics")
     async def metrics(sid: str, request: Request):

@@ -188,6 +188,14 @@ class Sandbox:
     limits: Any = None
     killed: bool = False
     grant: Any = None
+    paused: bool = False  # frozen by the engine's pause (cgroup freezer): envd answers 502 unless auto_resume
+    on_timeout: str = "kill"  # or "pause" (E2B's lifecycle.on_timeout / autoPause)
+    pause_memory: bool = True  # that pause keeps its processes (else filesystem-only: autoPauseMemory false)
+    auto_resume: bool = False  # an envd request to it when paused resumes it
+    cold: bool = False  # paused filesystem-only: its container removed (memory freed), /tmp in tmp.tar beside home
+    config: Any = None  # its container's config (a filesystem-only pause boots a new one of it)
+    env: dict = field(default_factory=dict)
+    timeout: int = 15  # seconds it runs past a resume (its create's timeout, or the last given)
     watchers: dict = field(default_factory=dict)  # filesystem watcher id -> (its inbox watch, entries wanted)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -223,13 +231,114 @@ class Sandbox:
             self.release = None
 
 
+class _Engine:
+    """What runner/controller/snapshots.py's freeze, thaw and _exec take of a sandbox: its
+    container and executor (one way to pause, resume and tar /tmp, shared with /v1's sessions)."""
+
+    def __init__(self, sbx: Sandbox) -> None:
+        self.executor = sbx.executor
+        self.proc = sbx.executor
+
+
+def pause(sbx: Sandbox, memory: bool = True) -> bool:
+    """The engine's pause of the sandbox's container (memory: its processes kept, frozen), or,
+    filesystem-only (memory False), its /tmp packed beside its home and its container removed,
+    its memory freed and its processes ended; False when it was paused already."""
+    from ...controller import snapshots
+
+    with sbx.lock:
+        if sbx.paused:
+            return False
+        if memory:
+            snapshots.freeze(_Engine(sbx))
+        else:
+            snapshots._exec(_Engine(sbx), snapshots.TMP_TAR_CMD, out=sbx.workspace.parent / snapshots.TMP_TAR,
+                            limit=1 << 30)
+            if sbx.inbox is not None:
+                sbx.inbox.close()
+            sbx.executor.stop()
+            sbx.cold = True
+        sbx.paused = True
+        return True
+
+
+def resume(sbx: Sandbox) -> bool:
+    """Thaw a paused sandbox, or boot a new container on its home and /tmp after a filesystem-only
+    pause (its access token and id stay); False when it was running."""
+    from ...controller import snapshots
+
+    with sbx.lock:
+        if not sbx.paused:
+            return False
+        if sbx.cold:
+            _boot(sbx, sbx.workspace.parent)
+            (sbx.workspace.parent / snapshots.TMP_TAR).unlink(missing_ok=True)
+            sbx.cold = False
+        else:
+            snapshots.thaw(_Engine(sbx))
+        sbx.paused = False
+        return True
+
+
+def snapshot(sbx: Sandbox, store, name: str | None = None) -> dict:
+    """A snapshot of the sandbox now into the tenant's store (snapshots.Store: its quota): its
+    home packed from the controller's side with the container frozen, its /tmp by tar in it; the
+    metadata (with `id`). Processes and memory are not captured (the metadata says so)."""
+    import json
+    import os
+
+    from ...controller import snapshots as S
+    from ...untrusted import wspath
+
+    store.check_quota()
+    sid, d = store.new_dir()
+    eng = _Engine(sbx)
+    try:
+        with sbx.lock:
+            if sbx.cold:  # (no container: its home is on disk, its /tmp packed already)
+                import shutil
+
+                size = S.pack(sbx.workspace, d / S.WORKSPACE_TAR)
+                shutil.copyfile(sbx.workspace.parent / S.TMP_TAR, d / S.TMP_TAR)
+            else:
+                size = _pack_live(sbx, eng, d)
+        meta = {"id": sid, "name": name, "created": time.time(), "session": sbx.id, "tenant": sbx.tenant,
+                "image": sbx.template, "cwd": HOME, "env": sorted(sbx.envs), "processes": False,
+                "not_captured": [S.NOT_CAPTURED_PROCESSES], "workspace_bytes": size, "e2b": True,
+                "size": sum(f.stat().st_size for f in d.iterdir())}
+        (d / (S.META + ".part")).write_text(json.dumps(meta, indent=1))
+        os.replace(d / (S.META + ".part"), d / S.META)
+        return meta
+    except BaseException:
+        wspath.remove_tree(d)
+        raise
+
+
+def _pack_live(sbx: Sandbox, eng: _Engine, d: Path) -> int:
+    from ...controller import snapshots as S
+
+    if sbx.paused:
+        S.thaw(eng)
+    try:
+        S._exec(eng, S.TMP_TAR_CMD, out=d / S.TMP_TAR, limit=1 << 30)
+        S.freeze(eng)
+        try:
+            return S.pack(sbx.workspace, d / S.WORKSPACE_TAR)
+        finally:
+            S.thaw(eng)
+    finally:
+        if sbx.paused:
+            S.freeze(eng)
+
+
 def new_id() -> str:
     return "i" + secrets.token_hex(10)
 
 
-def start(sbx: Sandbox, grant, image: str, data: Path) -> None:
+def start(sbx: Sandbox, grant, image: str, data: Path, snapshot: Path | None = None) -> None:
     """Make sbx's container (hardened: runner's sandbox config from the tenant's policy) and its
-    in-sandbox process; raises on failure (the caller closes sbx)."""
+    in-sandbox process, its home and /tmp filled from a snapshot's directory when given; raises
+    on failure (the caller closes sbx)."""
     from ...backends.docker import DockerBackend
     from ...controller.core import Runner
     from ...policy import load
@@ -239,6 +348,10 @@ def start(sbx: Sandbox, grant, image: str, data: Path) -> None:
     limits = policy.limits
     sbx.workspace.mkdir(parents=True, mode=0o755)
     own_workspace(sbx.workspace)
+    if snapshot is not None:
+        from ...controller import snapshots
+
+        snapshots.restore_workspace(snapshot, sbx.workspace)
     passwd = sbx.workspace.parent / (sbx.id + ".passwd")
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000:user:/home/user:/bin/bash\n"
                       "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
@@ -253,10 +366,23 @@ def start(sbx: Sandbox, grant, image: str, data: Path) -> None:
                                          labels={"runner.tenant": sbx.tenant, "runner.role": "e2b", "runner.e2b": sbx.id})
     sbx.limits = cfg.limits
     sbx.runner = Runner(workspace=sbx.workspace, policy=grant.policies[sbx.policy], session=sbx.id, tenant=sbx.tenant)
-    sbx.executor = DockerBackend.make_executor(cfg)
+    sbx.config, sbx.env = cfg, env
+    _boot(sbx, snapshot)
+
+
+def _boot(sbx: Sandbox, tmp_from: Path | None = None) -> None:
+    """A container of sbx's config on its home, and its in-sandbox process; its /tmp from
+    tmp_from's tmp.tar (a snapshot's directory, or the sandbox's own after a filesystem-only pause)."""
+    from ...backends.docker import DockerBackend
+
+    sbx.executor = DockerBackend.make_executor(sbx.config)
     sbx.executor.start()
-    sbx.inbox = Inbox(sbx.executor, env)
+    sbx.inbox = Inbox(sbx.executor, sbx.env)
     sbx.inbox.ready.result(timeout=60)
+    if tmp_from is not None:
+        from ...controller import snapshots
+
+        snapshots.restore_tmp(_Engine(sbx), tmp_from)
 
 
 def b64(data: bytes) -> str:
