@@ -95,13 +95,18 @@ class Access:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         t0 = time.monotonic()
-        seen = {"status": None, "started": None}
+        seen = {"status": None, "started": None, "done": False}
         scope.setdefault("state", {})  # the tenant is put there once known (runner/servers/serve/gate.py)
         method = scope.get("method", "")
 
         async def watch(msg):
             if msg["type"] == "http.response.start" and seen["status"] is None:
                 seen["status"], seen["started"] = msg["status"], time.monotonic()
+            elif msg["type"] == "http.response.body" and not msg.get("more_body") and not seen["done"]:
+                # counted before the answer's last bytes go: a client that has its answer finds
+                # it in /metrics (counted after, a quick reader missed it)
+                seen["done"] = True
+                self._done(scope, method, seen, t0)
             await send(msg)
 
         span = None
@@ -126,7 +131,8 @@ class Access:
                     if tenant:
                         s.set_attribute("runner.tenant", tenant)
         finally:
-            self._done(scope, method, seen, t0)
+            if not seen["done"]:  # (no answer, or one cut short)
+                self._done(scope, method, seen, t0)
 
     def _done(self, scope, method: str, seen: dict, t0: float) -> None:
         now = time.monotonic()
