@@ -6,7 +6,7 @@
 set -euo pipefail
 out=${1:?usage: build.sh OUT.tar}
 suite=${RUNNER_SUITE:-bookworm}
-packages=python3,python3-venv,python3-distutils,python3-lib2to3,bash,coreutils,git,ca-certificates,procps,util-linux,findutils,grep,sed,tar,gzip,xz-utils,less,patch,diffutils
+packages=python3,python3-venv,python3-distutils,python3-lib2to3,bash,coreutils,git,curl,ca-certificates,procps,util-linux,findutils,grep,sed,tar,gzip,xz-utils,less,patch,diffutils
 [ "$(id -u)" = 0 ] || { echo "rootfs: debootstrap needs root" >&2; exit 1; }
 command -v debootstrap >/dev/null || { echo "rootfs: debootstrap is missing (apt-get install debootstrap)" >&2; exit 1; }
 work=$(mktemp -d /var/tmp/runner-rootfs.XXXXXX)

@@ -161,6 +161,25 @@ def test_git_push_with_the_placeholder_reaches_the_server_with_the_real_value(se
     assert "Basic " + base64.b64encode(f"x-access-token:{REAL}".encode()).decode() in auth
 
 
+def test_curl_with_the_placeholder_reaches_the_server_with_the_real_value(servers, tmp_path, monkeypatch):
+    """curl (the image's, through HTTPS_PROXY and the system bundle or CURL_CA_BUNDLE) sends the
+    placeholder; the listed host gets the real value, the sandbox never does."""
+    r, _ = make_runner(servers, tmp_path, monkeypatch)
+    with r:
+        before = len(seen(servers))
+        out = bash(r, 'curl -sS --max-time 20 -H "Authorization: Bearer $GH_TOKEN" https://api.svc.test:8443/user')
+        assert_clean(out)
+        echoed = json.loads(out.strip().splitlines()[-1])["authorization"]  # masked by the proxy, then redacted
+        assert echoed.startswith("Bearer ") and REAL not in echoed, out
+        got = seen(servers)[before:]
+        assert [g["headers"]["Authorization"] for g in got] == [f"Bearer {REAL}"]
+        # and to a host that brokers nothing, the placeholder is refused, not sent
+        refused = r.call("bash", {"command": 'curl -sS --max-time 20 -o /dev/null -w "%{http_code}" '
+                                             '-H "Authorization: Bearer $GH_TOKEN" http://other.svc.test:8000/p'})
+        assert REAL not in refused.text and refused.text.strip()[-3:] != "200", refused.text
+        assert not [g for g in seen(servers)[before:] if g["port"] == 8000], "a placeholder reached a host it is not for"
+
+
 RED_TEAM = r'''
 import base64, glob, os, socket, stat, subprocess, urllib.request, urllib.error
 ph = os.environ["GH_TOKEN"]
