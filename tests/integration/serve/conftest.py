@@ -92,11 +92,22 @@ def tenant_containers(docker_client, tenant: str) -> list[dict]:
                                                                      f"runner.tenant={tenant}"]})
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report carries the stderr of each server it started (a 500's traceback
+    is there, nowhere else)."""
+    rep = (yield).get_result()
+    if rep.failed:
+        for n, server in enumerate(getattr(item, "serve_servers", ()), 1):
+            rep.sections.append((f"runner serve #{n} stderr", "".join(server.stderr)[-20000:]))
+
+
 @pytest.fixture
-def start_server(docker_client):
+def start_server(request, docker_client):
     """Start `runner serve --port 0` (the port it got is read from its stderr); at the end SIGTERM
     every server still running and check that each exits."""
     started: list[Server] = []
+    request.node.serve_servers = started
 
     def start(*args: str, env: dict | None = None) -> Server:
         proc = subprocess.Popen(runner_argv("serve", "--port", "0", *args), env={**os.environ, **(env or {})},
