@@ -226,7 +226,11 @@ class DockerBackend(BackendConfig):
         if not any(n.get("Name") == name for n in client.api.networks(names=[name])):
             labels = L.make_labels(f"tenant-{tenant}", 10 * 365 * 86400, role="tenant-network",
                                    extra={"runner.tenant": tenant})
-            client.api.create_network(name, driver="bridge", internal=False, labels=labels)
+            try:  # the engine checks the name as it makes it: another instance may have made it since
+                client.api.create_network(name, driver="bridge", internal=False, labels=labels, check_duplicate=True)
+            except Exception as e:
+                if getattr(getattr(e, "response", None), "status_code", None) != 409:
+                    raise
 
     @staticmethod
     def remove_networks(names: list[str]) -> list[tuple[str, str]]:

@@ -78,7 +78,7 @@ def build(opts: ServeOptions):
     data = D.data_dir(opts.data)
     data.mkdir(parents=True, exist_ok=True, mode=0o700)
     database = D.Database(D.database_url(opts.data, opts.db))
-    nets = TenantNetworks()
+    nets = TenantNetworks(data)
     sessions = Sessions(database, data, Limits(opts.idle_timeout, opts.max_lifetime, opts.session_retention),
                         tenant_network=nets.for_tenant)
     removed = sessions.adopt_at_start()

@@ -1,17 +1,27 @@
 """A Docker network per tenant for allowlist egress: each session's egress proxy leaves through
 its tenant's network, so no two tenants' proxies share a network. Made on first use, labelled
-runner.tenant=NAME, removed when this process stops (if no other container uses it)."""
+runner.tenant=NAME, removed when this process stops (if no other container uses it). Its name
+holds a tag of the server's data directory: instances of one deployment share it, two servers on
+one engine whose tenants have the same name do not (they raced to make one name twice, and one
+removed the other's)."""
 from __future__ import annotations
 
+import hashlib
 import threading
+from pathlib import Path
 
 from ...reporting import observe
 
 PREFIX = "runner-tenant-"
 
 
+def network_name(tenant: str, data: str | Path) -> str:
+    return f"{PREFIX}{tenant}-{hashlib.sha256(str(Path(data).resolve()).encode()).hexdigest()[:8]}"
+
+
 class TenantNetworks:
-    def __init__(self) -> None:
+    def __init__(self, data: str | Path) -> None:
+        self.data = data
         self._lock = threading.Lock()
         self.made: dict[str, str] = {}
 
@@ -21,7 +31,7 @@ class TenantNetworks:
 
         if load(policy_source).network.mode != "allowlist":
             return None
-        name = PREFIX + tenant
+        name = network_name(tenant, self.data)
         with self._lock:
             if tenant in self.made:
                 return name

@@ -1,5 +1,5 @@
 """Isolation in allowlist mode: each tenant's sessions leave through a network of that tenant's
-own (runner-tenant-NAME, labelled with it); no egress proxy sits on two tenants' networks; the
+own (runner-tenant-NAME-TAG, labelled with it; network_name); no egress proxy sits on two tenants' networks; the
 networks go when the server stops."""
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from .conftest import add_tenant, runner_argv
+from runner.servers.serve.network import network_name
 
 pytestmark = pytest.mark.usefixtures("no_leaks")
 
@@ -35,10 +36,10 @@ def test_a_network_per_tenant_in_allowlist_mode(start_server, data, tmp_path, do
         proxies = docker_client.api.containers(filters={"label": [f"runner.session={sid}", "runner.role=egress-proxy"]})
         assert len(proxies) == 1 and proxies[0]["Labels"]["runner.tenant"] == t
         nets = set(proxies[0]["NetworkSettings"]["Networks"])
-        assert f"runner-tenant-{t}" in nets
+        assert network_name(t, data) in nets
         other = "tb" if t == "ta" else "ta"
-        assert f"runner-tenant-{other}" not in nets
-        net = docker_client.api.inspect_network(f"runner-tenant-{t}")
+        assert network_name(other, data) not in nets
+        net = docker_client.api.inspect_network(network_name(t, data))
         assert net["Labels"]["runner.tenant"] == t
         members = {c["Name"] for c in net["Containers"].values()}
         assert members == {proxies[0]["Names"][0].lstrip("/")}
@@ -57,7 +58,7 @@ def test_a_network_per_tenant_in_allowlist_mode(start_server, data, tmp_path, do
             assert r.status_code == 200 and r.json()["content"] == "again\n", r.text
             assert c.delete(f"/v1/sessions/{sids[t]}").status_code == 204
     again.stop()
-    assert not docker_client.api.networks(names=["runner-tenant-ta", "runner-tenant-tb"])
+    assert not docker_client.api.networks(names=[network_name("ta", data), network_name("tb", data)])
     for sid in sids.values():
         assert egress_of(docker_client, sid) == ([], [], False)
 
