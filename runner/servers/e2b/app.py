@@ -22,6 +22,7 @@ import anyio.to_thread
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from ...untrusted.wspath import usage
 from . import sandbox as X
 
 GRACE = 1.0
@@ -419,6 +420,20 @@ def rest_app(e2b: E2B):
             headers["x-next-token"] = page[-1].id
         return JSONResponse([listed(s) for s in page], headers=headers)
 
+    # before /sandboxes/{sid}, which would take "metrics" for a sandbox id (and answer 404)
+    @app.get("/sandboxes/metrics")
+    async def many_metrics(request: Request, sandbox_ids: str = ""):
+        grant = await tenant(request)
+        out = {}
+        for sid in [x for x in sandbox_ids.split(",") if x][:100]:
+            s = e2b.find(sid, grant.name)
+            if s is not None:
+                with state.gate.slot(grant):
+                    m = await anyio.to_thread.run_sync(_metric, s, limiter=state.threads)
+                if m:
+                    out[sid] = m
+        return {"sandboxes": out}
+
     @app.get("/sandboxes/{sid}")
     async def info(sid: str, request: Request):
         grant = await tenant(request)
@@ -610,19 +625,6 @@ def rest_app(e2b: E2B):
             m = await anyio.to_thread.run_sync(_metric, s, limiter=state.threads)
         return [m] if m else []
 
-    @app.get("/sandboxes/metrics")
-    async def many_metrics(request: Request, sandbox_ids: str = ""):
-        grant = await tenant(request)
-        out = {}
-        for sid in [x for x in sandbox_ids.split(",") if x][:100]:
-            s = e2b.find(sid, grant.name)
-            if s is not None:
-                with state.gate.slot(grant):
-                    m = await anyio.to_thread.run_sync(_metric, s, limiter=state.threads)
-                if m:
-                    out[sid] = m
-        return {"sandboxes": out}
-
     return app
 
 
@@ -664,7 +666,7 @@ def _metric(s: X.Sandbox) -> dict | None:
     now = time.time()
     lim = s.limits
     cpus = int(max(1, lim.cpus if lim and lim.cpus else online))
-    ws_used = sum(p.stat().st_size for p in Path(s.workspace).rglob("*") if p.is_file() and not p.is_symlink())
+    ws_used = usage(s.workspace, stop_after=DISK_TOTAL).used  # (no link followed; bounded: the tenant wrote it)
     return {"timestamp": _iso(now), "timestampUnix": int(now), "cpuCount": cpus, "cpuUsedPct": round(pct, 2),
             "memUsed": int(mem.get("usage", 0) - cache), "memTotal": int(mem.get("limit", 0)), "memCache": int(cache),
             "diskUsed": int(ws_used), "diskTotal": DISK_TOTAL}

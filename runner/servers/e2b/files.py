@@ -61,9 +61,10 @@ async def files_endpoint(e2b, sbx: X.Sandbox, path: str, scope, receive, send):
                     return await err(400, "path is required")(scope, receive, send)
                 data = await request.body()
                 if request.headers.get("content-encoding") == "gzip":
-                    import gzip
-
-                    data = gzip.decompress(data)
+                    try:
+                        data = inflated(data, MAX_FILE)
+                    except ValueError as e:
+                        return await err(400, str(e))(scope, receive, send)
                 written.append((target, data))
             out = []
             for target, data in written:
@@ -78,3 +79,14 @@ async def files_endpoint(e2b, sbx: X.Sandbox, path: str, scope, receive, send):
         return await err(405, "method not allowed")(scope, receive, send)
     except X.InboxError as e:
         return await err(CODES.get(e.kind, 500), str(e))(scope, receive, send)
+
+
+def inflated(data: bytes, cap: int) -> bytes:
+    """A gzip body inflated to at most cap + 1 bytes (past cap it is refused as too big): a small
+    body must not become gigabytes in the server's memory. ValueError when it is not gzip."""
+    import zlib
+
+    try:
+        return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, cap + 1)
+    except zlib.error:
+        raise ValueError("the body is not gzip") from None

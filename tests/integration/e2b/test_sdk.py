@@ -263,3 +263,26 @@ def test_a_restart_after_kill_9_removes_what_the_dead_server_left(tmp_path, star
     start_server("--data", str(data))
     assert e2b_containers(docker_client, sbx.sandbox_id) == []
     assert list((data / "e2b" / "erin").iterdir()) == []
+
+
+def test_metrics_of_many_sandboxes_are_the_tenants_own(e2b_server, as_tenant):
+    """GET /sandboxes/metrics?sandbox_ids=A,B (before /sandboxes/{id}, which took "metrics" for an
+    id and answered 404): a tenant's sandboxes' metrics, another tenant's left out; the disk used
+    is the home's, walked with no link followed."""
+    import httpx
+    from e2b import Sandbox
+
+    url, alice, bob, _ = e2b_server
+    sbx = Sandbox.create("base")
+    try:
+        sbx.commands.run("head -c 200000 /dev/urandom > blob; ln -s /etc/passwd link")
+        for key, mine in ((alice, True), (bob, False)):
+            r = httpx.get(f"{url}/sandboxes/metrics", params={"sandbox_ids": sbx.sandbox_id},
+                          headers={"X-API-Key": key}, timeout=60)
+            assert r.status_code == 200, r.text
+            got = r.json()["sandboxes"]
+            assert (sbx.sandbox_id in got) is mine, got
+            if mine:
+                assert got[sbx.sandbox_id]["diskUsed"] >= 200000
+    finally:
+        sbx.kill()
