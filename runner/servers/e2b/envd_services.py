@@ -99,19 +99,13 @@ def _refusal(sbx: X.Sandbox, command: str) -> str | None:
     return None if refused is None else str(refused.content if isinstance(refused.content, str) else refused.text())
 
 
-def _redact(sbx: X.Sandbox, data: bytes) -> bytes:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
-    return sbx.runner.redactor.redact(text).encode("utf-8")
-
-
 def _event(ev: dict, sbx: X.Sandbox):
     if ev["ev"] == "data":
         data = base64.b64decode(ev["b64"])
-        if ev["stream"] != "pty":
-            data = _redact(sbx, data)
+        # every stream, the terminal's too, bytes that are not UTF-8 included (a chunk at a time: a
+        # secret cut across two chunks is not seen here, unlike /v1's StreamRedactor, which holds
+        # back an unfinished line, and so a terminal's prompt)
+        data = sbx.runner.redactor.redact_bytes(data)
         return P.ProcessEvent(event=Oneof("data", P.ProcessEvent.DataEvent(output=Oneof(ev["stream"], data))))
     code, sig = int(ev.get("code", -1)), int(ev.get("signal", 0))
     status = f"signal: {'killed' if sig == 9 else sig}" if sig else f"exit status {code}"

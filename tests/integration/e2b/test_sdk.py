@@ -206,6 +206,9 @@ def test_output_is_redacted_and_operations_audited(tmp_path, start_server, monke
     try:  # a token the command assembles, so it is in the output only
         out = sbx.commands.run("printf 'token=ghp_%s\\n' $(printf 'a%.0s' $(seq 36))").stdout
         assert out == "token=[REDACTED:github-token]\n"
+        # a byte that is not UTF-8 in the same chunk kept it unredacted once (the chunk went out as it came)
+        out = sbx.commands.run("printf '\\377 token=ghp_%s\\n' $(printf 'a%.0s' $(seq 36))").stdout
+        assert "ghp_" + "a" * 36 not in out and "[REDACTED:github-token]" in out, out
         sbx.files.write("f.txt", "x")
     finally:
         sbx.kill()
