@@ -243,7 +243,7 @@ def create_app(state: State) -> FastAPI:
         _granted_policy(grant, name)
         state.gate.session_op(grant)
         if body.snapshot is not None or body.volumes:  # (runner/servers/serve/state.py)
-            sid = await ops.run(ops.new_session, grant, name, body.snapshot, body.volumes, False, body.sandbox)
+            sid = await ops.run(grant, ops.new_session, grant, name, body.snapshot, body.volumes, False, body.sandbox)
         else:
             try:
                 sid = await blocking(state.sessions.create, grant, name, body.sandbox)

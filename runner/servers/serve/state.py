@@ -136,9 +136,11 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
 
     from .volumes import NoVolume, Volumes
 
-    async def run(fn, *args):
+    async def run(grant, fn, *args):
+        """fn on a worker thread, in one of the tenant's places at the gate (as every route)."""
         try:
-            return await working(fn, *args)
+            with state.gate.slot(grant):
+                return await working(fn, *args)
         except BadRequest as e:
             raise problem(422, str(e)) from None
         except (NotFound, S.NoSnapshot, NoVolume) as e:
@@ -156,13 +158,13 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
               **doc(None, {"description": "paused"}, *SESSION, 409, 429, status=204))
     async def pause(sid: str, grant: T.Grant = Depends(tenant)):
         """Freeze the session's sandbox (the engine's pause: no CPU); its next call resumes it."""
-        await run(ops.pause, grant, sid)
+        await run(grant, ops.pause, grant, sid)
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{sid}/resume", status_code=204,
               **doc(None, {"description": "resumed"}, *SESSION, 409, 429, status=204))
     async def resume(sid: str, grant: T.Grant = Depends(tenant)):
-        await run(ops.resume, grant, sid)
+        await run(grant, ops.resume, grant, sid)
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{sid}/snapshots", status_code=201,
@@ -171,20 +173,20 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
         """Snapshot the session now: its workspace, /tmp, env and cwd (not its processes: see
         the metadata's not_captured)."""
         body = await parse(request, SnapshotIn)
-        return await run(ops.snapshot, grant, sid, body.name)
+        return await run(grant, ops.snapshot, grant, sid, body.name)
 
     @app.get("/v1/snapshots", **doc(None, SnapshotList, 429))
     async def list_snapshots(grant: T.Grant = Depends(tenant)):
-        return {"snapshots": await run(lambda: ops.store(grant).list())}
+        return {"snapshots": await run(grant, lambda: ops.store(grant).list())}
 
     @app.get("/v1/snapshots/{snap}", **doc(None, SnapshotMeta, 404, 429))
     async def show_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
-        return await run(lambda: ops.store(grant).meta(snap))
+        return await run(grant, lambda: ops.store(grant).meta(snap))
 
     @app.delete("/v1/snapshots/{snap}", status_code=204,
                 **doc(None, {"description": "removed"}, 404, 409, 429, status=204))
     async def delete_snapshot(snap: str, grant: T.Grant = Depends(tenant)):
-        await run(lambda: ops.store(grant).remove(snap))
+        await run(grant, lambda: ops.store(grant).remove(snap))
         return Response(status_code=204)
 
     @app.post("/v1/sessions/{sid}/fork", status_code=201,
@@ -192,22 +194,22 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
     async def fork(sid: str, request: Request, grant: T.Grant = Depends(tenant)):
         body = await parse(request, ForkIn)
         state.gate.session_op(grant)
-        return {"sessions": await run(ops.fork, grant, sid, body.count)}
+        return {"sessions": await run(grant, ops.fork, grant, sid, body.count)}
 
     @app.post("/v1/volumes", status_code=201, **doc(VolumeIn, VolumeInfo, 409, 429, status=201))
     async def new_volume(request: Request, grant: T.Grant = Depends(tenant)):
         """A volume of the tenant's, outliving its sessions; mount it with POST /v1/sessions {"volumes": {NAME: /path}}."""
         body = await parse(request, VolumeIn)
-        return await run(lambda: Volumes(state.sessions).create(grant.name, body.name))
+        return await run(grant, lambda: Volumes(state.sessions).create(grant.name, body.name))
 
     @app.get("/v1/volumes", **doc(None, VolumeList, 429))
     async def list_volumes(grant: T.Grant = Depends(tenant)):
-        return {"volumes": await run(lambda: Volumes(state.sessions).listing(grant.name))}
+        return {"volumes": await run(grant, lambda: Volumes(state.sessions).listing(grant.name))}
 
     @app.delete("/v1/volumes/{name}", status_code=204,
                 **doc(None, {"description": "removed"}, 404, 409, 429, status=204))
     async def delete_volume(name: str, grant: T.Grant = Depends(tenant)):
-        await run(lambda: Volumes(state.sessions).remove(grant.name, name))
+        await run(grant, lambda: Volumes(state.sessions).remove(grant.name, name))
         return Response(status_code=204)
 
     ops.run = run  # (app.py's POST /v1/sessions answers a snapshot's errors the same way)

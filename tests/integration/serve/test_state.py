@@ -207,3 +207,32 @@ def test_hibernate_after_frees_the_sandbox_and_the_next_call_gets_tmp_back_even_
         assert bash(c, sid, "cat f.txt /tmp/t") == "ws\ntwo\n"
         c.delete(f"/v1/sessions/{sid}")
     assert not (data / "hibernated" / sid).exists()
+
+
+def test_the_state_routes_take_a_place_at_the_tenants_gate(start_server, data, policy_file):
+    """--max-calls-per-tenant 1 and one call running: the state and volume routes answer 429, as
+    every route does (they ran on the worker threads past the gate, so one tenant could hold them
+    all with snapshots, forks and volume walks); another tenant is not held. The running call
+    waits for a file the test makes in its workspace, not for the clock."""
+    import threading
+
+    ka, kb = add_tenant("ta", data, policy_file), add_tenant("tb", data, policy_file)
+    server = start_server("--data", str(data), "--max-calls-per-tenant", "1")
+    with server.client(ka) as a, server.client(kb) as b:
+        sid = a.post("/v1/sessions", json={}).json()["id"]
+        ws = data / "workspaces" / "ta" / sid
+        running = threading.Thread(target=bash, args=(a, sid, ": > began; until [ -e go ]; do sleep 0.05; done"))
+        running.start()
+        try:
+            while not (ws / "began").exists():
+                running.join(0.05)
+                assert running.is_alive(), "the call ended before it began"
+            for method, path in (("get", "/v1/snapshots"), ("get", "/v1/volumes"),
+                                 ("post", f"/v1/sessions/{sid}/snapshots"), ("post", f"/v1/sessions/{sid}/pause")):
+                r = a.request(method, path, **({"json": {}} if method == "post" else {}))
+                assert r.status_code == 429 and "--max-calls-per-tenant" in r.text, (path, r.status_code, r.text)
+            assert b.get("/v1/snapshots").status_code == 200
+        finally:
+            (ws / "go").touch()
+            running.join()
+        a.delete(f"/v1/sessions/{sid}")
