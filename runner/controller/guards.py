@@ -152,13 +152,14 @@ def quota(ctx: Context, call: Call) -> None:
 
 STEPS: tuple[Callable[[Context, Call], None], ...] = (gate, args_size, validate, rate_limit, approval, protected_paths,
                                                        quota)
+_SPANS = tuple(("guard." + step.__name__.lstrip("_"), step) for step in STEPS)  # (named once, not per call)
 
 
 def check(ctx: Context, call: Call) -> ToolResult | None:
     """Run the steps in order; the ToolResult of the first refusal, or None to go ahead."""
     try:
-        for step in STEPS:
-            with observe.span("guard." + step.__name__.lstrip("_")):
+        for name, step in _SPANS:
+            with observe.span(name):
                 step(ctx, call)
     except Refusal as e:
         return e.result()

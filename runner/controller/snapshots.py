@@ -82,8 +82,6 @@ def _engine_post(sandbox, action: str) -> None:
     """POST /containers/ID/pause|unpause. The engine records a container's new state from the
     runtime's event, after it answered: a pause right after an unpause may be refused as "already
     paused" (and the reverse) for a moment, so such a refusal is tried again (up to ~1 s)."""
-    import time
-
     cid, ex = container_of(sandbox)
     wire = ex.wire_engine()
     lag = "already paused" if action == "pause" else "is not paused"

@@ -2,7 +2,6 @@
 URL) and the schema, made and upgraded by Alembic migrations (runner/servers/serve/migrations)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from sqlalchemy import Float, ForeignKey, Integer, String, Text, create_engine, event
@@ -52,9 +51,10 @@ class Usage(Base):
 
 
 def data_dir(data: str | None) -> Path:
-    """--data, else $RUNNER_DATA, else ~/.local/share/runner."""
-    d = data or os.environ.get("RUNNER_DATA") or "~/.local/share/runner"
-    return Path(d).expanduser().resolve()
+    """--data, else $RUNNER_DATA, else ~/.local/share/runner (one rule: the controller's snapshots use it too)."""
+    from ...controller.snapshots import data_root
+
+    return data_root(data)
 
 
 def database_url(data: str | None, db: str | None, create: bool = True) -> str:

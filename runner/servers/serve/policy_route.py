@@ -41,7 +41,5 @@ def register(app, state, *, tenant, live_of, in_turn) -> None:
                 raise Problem(403, why)
             try:
                 return await in_turn(live, runner.update_policy, changes)
-            except PolicyError as e:
-                raise Problem(422, str(e)) from None
-            except RunnerError as e:
+            except (PolicyError, RunnerError) as e:
                 raise Problem(422, str(e)) from None

@@ -216,13 +216,6 @@ def register(app, state, *, tenant, working, live_of, problem) -> StateOps:
     return ops
 
 
-def remove_tenant(data: Path, tenant: str) -> None:
-    """A removed tenant's snapshots go with it."""
-    from ...untrusted.wspath import remove_tree
-
-    remove_tree(Path(data) / "snapshots" / T.check_name(tenant))
-
-
 def pause_idle(state, now: float | None = None) -> list[str]:
     """The reaper's step under --pause-after: pause this instance's sessions idle that long (the
     engine's pause: no CPU; their next call resumes them). A session whose call runs now is left
